@@ -1,0 +1,100 @@
+"""The backend contract: what a simulator must give a trial.
+
+A backend builds batched environments as rsl-rl ``VecEnv`` objects (rsl-rl-lib 5.5.1 interface) and
+names the task's control period, its success rule and its knobs. The same class builds the
+training environment and a separate evaluation environment; only the evaluation one is ever reset
+with held-out panel seeds (:mod:`sweep.evaluation`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from rsl_rl.env import VecEnv
+from tensordict import TensorDict
+
+
+class TaskEnv(VecEnv):
+    """An rsl-rl ``VecEnv`` with what sweep needs on top.
+
+    ``step`` must put in ``extras``:
+
+    - ``"time_outs"``: bool tensor (num_envs,), episodes cut by the time limit (not a terminal state);
+    - ``"success"``: bool tensor (num_envs,), meaningful where ``dones`` is set: the finished episode
+      met the backend's success rule (survived and tracked the command well enough).
+
+    Finished environments are reset inside ``step``; the returned observation is the new episode's.
+    """
+
+    control_dt_s: float
+    """Seconds of simulated time per ``step`` (one policy decision)."""
+
+    @abstractmethod
+    def reset_with_seeds(self, seeds: Sequence[int]) -> TensorDict:
+        """Start episode ``i`` of every environment ``i`` from ``seeds[i]`` and return the observations.
+
+        Used by the held-out evaluation only: ``len(seeds) == num_envs``.
+        """
+
+    def warm_up(self) -> None:
+        """Compile whatever the first ``step`` would compile, and leave the env as it was.
+
+        Lets a trial bill compilation as its own phase. The default does nothing.
+        """
+
+    def synchronize(self) -> None:
+        """Wait for queued simulator work; called at phase boundaries only. The default does nothing."""
+
+    def sim_only_step(self, actions: torch.Tensor) -> None:
+        """Advance the simulator without returning anything to the caller (the throughput limit).
+
+        The default simply calls ``step``; backends may skip the observation hand-over.
+        """
+        self.step(actions)
+
+    def close(self) -> None:
+        """Release simulator resources (nothing by default)."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A named difficulty level of a task: what a trial's success means and how hard it is."""
+
+    name: str
+    """Profile name used on the command line (``profile=cpu``)."""
+    episode_steps: int
+    """Episode length in control steps; an episode that lasts this long has survived."""
+    success_threshold: float
+    """Largest allowed mean tracking error for a successful episode (task units, e.g. m/s)."""
+    description: str
+    """One line for reports: floor, disturbances, commands."""
+
+
+class Backend(ABC):
+    """A simulator + task able to build training and evaluation environments."""
+
+    name: str
+    """Registry name (``backend=mjx_locomotion``)."""
+    success_rule: str
+    """Human-readable success rule, shown in reports and the exported YAML."""
+    knobs: tuple[str, ...]
+    """Task knobs the planner may sweep (besides num_envs and num_steps_per_env)."""
+
+    @abstractmethod
+    def profiles(self) -> dict[str, Profile]:
+        """The difficulty profiles this backend offers, by name."""
+
+    @abstractmethod
+    def make_env(self, num_envs: int, seed: int, device: str, profile: str, **knobs: object) -> TaskEnv:
+        """Build ``num_envs`` environments on ``device`` whose training randomness derives from ``seed``."""
+
+    def control_dt_s(self, profile: str) -> float:
+        """Seconds of simulated time per policy step for ``profile`` (used by the update-period constraint)."""
+        return 0.02
+
+    def versions(self) -> dict[str, str]:
+        """Package versions that define this backend's physics, for the exported YAML."""
+        return {}

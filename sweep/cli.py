@@ -1,0 +1,42 @@
+"""Command-line plumbing shared by the entry points: ``key=value`` overrides and clean exits."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import yaml
+
+from sweep.errors import SweepError
+
+#: Exit status for bad input (nothing was run).
+EXIT_BAD_INPUT = 2
+
+
+def parse_overrides(argv: Sequence[str]) -> dict[str, Any]:
+    """``["a.b=3", "c=[1,2]"]`` -> ``{"a.b": 3, "c": [1, 2]}``; values are read as YAML scalars/lists."""
+    out: dict[str, Any] = {}
+    for arg in argv:
+        if "=" not in arg or arg.startswith("="):
+            raise SweepError(f"argument '{arg}': expected key=value (for example num_envs=256)")
+        key, raw = arg.split("=", 1)
+        try:
+            out[key.strip()] = yaml.safe_load(raw) if raw != "" else ""
+        except yaml.YAMLError:
+            out[key.strip()] = raw
+    return out
+
+
+def run_main(main: Callable[[list[str]], int | None], argv: Sequence[str] | None = None) -> None:
+    """Run ``main``; a :class:`SweepError` becomes one line on stderr and exit status 2, no traceback."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        code = main(args)
+    except SweepError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
+    sys.exit(code or 0)

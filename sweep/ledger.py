@@ -1,0 +1,222 @@
+"""The cost ledger: append-only rows of phase seconds, env steps and held-out success per trial.
+
+One row per checkpoint and one per trial end, written as JSON lines, flushed and fsynced as they
+happen, so a crash loses nothing already written. Every figure sweep prints is derived from these
+rows by :func:`metrics`, the one place where the same-denominator rule lives:
+
+- throughput (env steps/s) = env_steps / training seconds (sim + policy + learn);
+- wall-clock (s) = billable seconds: every phase, startup to checkpoint, plus unattributed time;
+- USD = billable seconds x price, for every trial (pruned and failed included).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sweep.prices import usd
+
+#: Phases of a trial, in the order they happen; each is a ``<phase>_s`` column (seconds, cumulative).
+PHASES = ("startup", "compile", "sim", "policy", "learn", "log", "eval", "checkpoint", "other")
+TRAINING_PHASES = ("sim", "policy", "learn")
+#: Trial states. 'running' rows are checkpoints; the others end a trial.
+END_STATES = ("reached", "capped", "pruned", "failed")
+#: Peak device memory above this share of capacity labels a trial memory-bound.
+MEMORY_BOUND_SHARE = 0.9
+_BOTTLENECK = {
+    "sim": "sim-bound",
+    "policy": "learner-bound",
+    "learn": "learner-bound",
+    "eval": "eval-bound",
+    "log": "logging-bound",
+    "checkpoint": "logging-bound",
+    "startup": "compile-bound",
+    "compile": "compile-bound",
+    "other": "overhead-bound",
+}
+
+
+@dataclass
+class Row:
+    """One ledger row; seconds and steps are cumulative from the trial's start."""
+
+    run_id: str
+    trial: int
+    state: str
+    """'running' for a checkpoint, else how the trial ended: reached / capped / pruned / failed."""
+    params: dict[str, Any]
+    """The trial's knobs (num_envs, num_steps_per_env, perf flags, ...)."""
+    iteration: int
+    env_steps: int
+    billable_s: float
+    """Seconds billed so far: from the trial's start to this row, all phases and gaps included."""
+    phases_s: dict[str, float]
+    """Seconds per phase (keys from PHASES); 'other' is billable time no phase claimed."""
+    price_usd_per_hour: float
+    price_label: str
+    success: float | None = None
+    """Held-out success rate at this checkpoint (None when not evaluated)."""
+    success_lo: float | None = None
+    success_hi: float | None = None
+    eval_episodes: int = 0
+    peak_gpu_gib: float | None = None
+    gpu_capacity_gib: float | None = None
+    skipped_updates: int = 0
+    """Updates skipped because the gradient norm was not finite (fast finite check)."""
+    mean_return: float | None = None
+    """Mean return of training episodes finished since the last row (None if none finished)."""
+    reason: str = ""
+    """Why the trial ended this way (failed / pruned / capped)."""
+    device: str = ""
+    seed: int = 0
+    wall_time: float = field(default_factory=time.time)
+    """Unix time the row was written (s)."""
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__, sort_keys=True, allow_nan=True)
+
+
+def metrics(row: Row | dict) -> dict[str, Any]:
+    """Every derived figure of a row, each over its own denominator (see module docstring)."""
+    r = row if isinstance(row, dict) else row.__dict__
+    phases = {p: float(r["phases_s"].get(p, 0.0)) for p in PHASES}
+    training_s = sum(phases[p] for p in TRAINING_PHASES)
+    out = {
+        "training_s": training_s,
+        "throughput_sps": r["env_steps"] / training_s if training_s > 0 else 0.0,
+        "wall_s": float(r["billable_s"]),
+        "usd": usd(float(r["billable_s"]), float(r["price_usd_per_hour"])),
+        "bottleneck": bottleneck(phases, r.get("peak_gpu_gib"), r.get("gpu_capacity_gib")),
+    }
+    reached = r["state"] == "reached"
+    out["wall_to_target_s"] = out["wall_s"] if reached else None
+    out["usd_to_target"] = out["usd"] if reached else None
+    return out
+
+
+def bottleneck(phases_s: dict[str, float], peak_gib: float | None = None, capacity_gib: float | None = None) -> str:
+    """Label a trial by its largest phase, or 'memory-bound' when peak memory nears capacity."""
+    if peak_gib and capacity_gib and peak_gib >= MEMORY_BOUND_SHARE * capacity_gib:
+        return "memory-bound"
+    by_label: dict[str, float] = {}
+    for phase, seconds in phases_s.items():
+        label = _BOTTLENECK[phase]
+        by_label[label] = by_label.get(label, 0.0) + seconds
+    if not by_label or max(by_label.values()) <= 0:
+        return "n/a"
+    return max(by_label, key=by_label.__getitem__)
+
+
+class LedgerWriter:
+    """Appends rows to a JSON-lines file; each row is flushed and fsynced before ``append`` returns."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(self.path, "a+b")  # noqa: SIM115 (kept open for the run)
+        self._file.seek(0, os.SEEK_END)
+        if self._file.tell() > 0:  # a torn last line (power cut) must not swallow the next row
+            self._file.seek(-1, os.SEEK_END)
+            if self._file.read(1) != b"\n":
+                self._file.write(b"\n")
+        self._file.seek(0, os.SEEK_END)
+
+    def append(self, row: Row | dict) -> None:
+        line = row.to_json() if isinstance(row, Row) else json.dumps(row, sort_keys=True)
+        self._file.write(line.encode() + b"\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> LedgerWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_rows(path: str | Path) -> list[dict]:
+    """All rows of a ledger file; a torn or corrupt line is skipped with a warning, never raised."""
+    rows: list[dict] = []
+    path = Path(path)
+    if not path.exists():
+        return rows
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                warnings.warn(f"{path}:{number}: skipped a torn or corrupt ledger line", stacklevel=2)
+                continue
+            if isinstance(row, dict) and "trial" in row and "billable_s" in row:
+                rows.append(row)
+            else:
+                warnings.warn(f"{path}:{number}: skipped a line that is not a ledger row", stacklevel=2)
+    return rows
+
+
+def last_rows(rows: Iterable[dict]) -> dict[int, dict]:
+    """The latest row of every trial (its totals so far), keyed by trial number."""
+    out: dict[int, dict] = {}
+    for row in rows:
+        out[int(row["trial"])] = row
+    return out
+
+
+def frame(rows: Iterable[dict]) -> Any:
+    """A pandas view: one line per row, params flattened as ``p.<knob>``, metrics added."""
+    import pandas as pd
+
+    records = []
+    for row in rows:
+        rec = {k: v for k, v in row.items() if k not in ("params", "phases_s")}
+        rec.update({f"p.{k}": v for k, v in row["params"].items()})
+        rec.update({f"{p}_s": float(row["phases_s"].get(p, 0.0)) for p in PHASES})
+        rec.update(metrics(row))
+        records.append(rec)
+    return pd.DataFrame.from_records(records)
+
+
+class PhaseClock:
+    """Seconds per phase; the device is synchronized only when a phase starts and ends."""
+
+    def __init__(self, sync: Callable[[], None] = lambda: None) -> None:
+        self.sync = sync
+        self.start = time.perf_counter()
+        self.seconds = dict.fromkeys(PHASES, 0.0)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        self.sync()
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.sync()
+            self.seconds[name] += time.perf_counter() - t0
+
+    def add(self, name: str, seconds: float) -> None:
+        """Move ``seconds`` measured inside another phase into ``name`` (e.g. policy out of sim)."""
+        self.seconds[name] += seconds
+
+    def billable_s(self) -> float:
+        """Seconds since the trial started: the bill, whatever phase they belong to."""
+        return time.perf_counter() - self.start
+
+    def snapshot(self) -> tuple[float, dict[str, float]]:
+        """(billable seconds, seconds per phase with the unclaimed remainder as 'other')."""
+        billable = self.billable_s()
+        phases = dict(self.seconds)
+        phases["other"] = max(0.0, billable - sum(v for k, v in phases.items() if k != "other"))
+        return billable, phases

@@ -1,0 +1,53 @@
+"""Training-episode statistics and the per-step NaN scan, each with a device-friendly variant."""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDict
+
+
+class EpisodeStats:
+    """Mean return of training episodes finished since the last read.
+
+    ``deferred=False`` mirrors rsl-rl's logger: finished returns are copied to the host every step.
+    ``deferred=True`` keeps a sum and a count on the device and reads them once, at ``take_mean``.
+    """
+
+    def __init__(self, num_envs: int, device: str, deferred: bool) -> None:
+        self.deferred = deferred
+        self.current = torch.zeros(num_envs, device=device)
+        self.total = torch.zeros((), device=device)
+        self.count = torch.zeros((), device=device)
+        self.host: list[float] = []
+
+    def update(self, rewards: torch.Tensor, dones: torch.Tensor) -> None:
+        self.current += rewards
+        done = dones.bool()
+        if self.deferred:
+            self.total += torch.where(done, self.current, 0.0).sum()
+            self.count += done.sum()
+        else:
+            self.host.extend(self.current[done].cpu().tolist())
+        self.current.masked_fill_(done, 0.0)
+
+    def take_mean(self) -> float | None:
+        """Mean return since the last call (None if no episode finished); resets the window."""
+        if self.deferred:
+            total, count = float(self.total), int(self.count)
+            self.total.zero_()
+            self.count.zero_()
+        else:
+            total, count = sum(self.host), len(self.host)
+            self.host.clear()
+        return total / count if count else None
+
+
+def check_nan(obs: TensorDict, rewards: torch.Tensor, dones: torch.Tensor) -> None:
+    """rsl-rl's per-step scan (``check_for_nan``): raise if any env output has a NaN; syncs the device."""
+    for key, value in obs.items():
+        if torch.isnan(value).any():
+            raise ValueError(f"diverged: observation group '{key}' contains NaN")
+    if torch.isnan(rewards).any():
+        raise ValueError("diverged: rewards contain NaN")
+    if torch.isnan(dones.float()).any():
+        raise ValueError("diverged: dones contain NaN")
