@@ -15,10 +15,9 @@ import contextlib
 import copy
 import io
 import math
-import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -293,7 +292,7 @@ def run_trial(
                 continue
             sink(final)
             return final
-    except Exception as exc:  # noqa: BLE001 (any failure ends the trial, billed, with its reason)
+    except Exception as exc:
         final = row("failed", failure_reason(exc))
         sink(final)
         return final
@@ -445,11 +444,9 @@ def format_summary(row: dict, target: float, ledger_path: Path, n_rows: int) -> 
 
 def config_from_overrides(overrides: dict[str, Any]) -> tuple[TrialConfig, dict[str, Any]]:
     """Split ``key=value`` overrides into a validated TrialConfig and the other keys (price, out, run_id)."""
-    from dataclasses import fields
-
     names = {f.name for f in fields(TrialConfig)}
-    extra_keys = {"price", "price.gpu", "price.kind", "price.usd_per_hour", "out", "run_id"}
-    cfg_kwargs: dict[str, Any] = {}
+    extra_keys = {"price", "price.gpu", "price.kind", "price.usd_per_hour", "out", "run_id", "config"}
+    cfg_kwargs: dict[str, Any] = _from_file(overrides["config"]) if "config" in overrides else {}
     flags: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     for key, value in overrides.items():
@@ -457,6 +454,8 @@ def config_from_overrides(overrides: dict[str, Any]) -> tuple[TrialConfig, dict[
             flags[key.split(".", 1)[1]] = value
         elif key in names:
             cfg_kwargs[key] = value
+        elif key == "config":
+            continue
         elif key in extra_keys:
             extra[key] = value
         else:
@@ -469,6 +468,21 @@ def config_from_overrides(overrides: dict[str, Any]) -> tuple[TrialConfig, dict[
     except TypeError as exc:
         raise ConfigError(str(exc)) from exc
     return cfg.validate(), extra
+
+
+def _from_file(path: Any) -> dict[str, Any]:
+    """The ``trial`` section of a recommended.yaml (or any YAML holding TrialConfig keys at the top)."""
+    from sweep.config import read_yaml
+
+    data = read_yaml(Path(str(path)))
+    section = data.get("trial", data)
+    if not isinstance(section, dict):
+        raise ConfigError(f"config={path}: expected a 'trial' mapping")
+    names = {f.name for f in fields(TrialConfig)}
+    unknown = sorted(set(section) - names)
+    if unknown:
+        raise ConfigError(f"config={path}: unknown trial key(s) {unknown}")
+    return dict(section)
 
 
 def resolve_price(extra: dict[str, Any], device: str) -> Any:
@@ -522,9 +536,7 @@ def main(argv: list[str]) -> int:
         return CONTINUE
 
     with writer:
-        run_trial(
-            cfg, sink, run_id=run_id, price_usd_per_hour=price.usd_per_hour, price_label=price.label, out_dir=out
-        )
+        run_trial(cfg, sink, run_id=run_id, price_usd_per_hour=price.usd_per_hour, price_label=price.label, out_dir=out)
     rows = read_rows(ledger_path)
     print(format_summary(rows[-1], cfg.target, ledger_path, len(rows)))
     return 0 if rows[-1]["state"] == "reached" else 1

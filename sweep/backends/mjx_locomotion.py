@@ -234,12 +234,12 @@ def _build_functions(model: Any, params: TaskParams, donate: bool) -> dict[str, 
         err_xy = jnp.linalg.norm(cmd[0:2] - v[0:2])
         err_yaw = cmd[2] - w[2]
         rew = (
-            1.0 * jnp.exp(-(err_xy**2) / 0.25)
+            1.5 * jnp.exp(-(err_xy**2) / 0.25)
             + 0.5 * jnp.exp(-(err_yaw**2) / 0.25)
             - 2.0 * v[2] ** 2
             - 0.05 * jnp.sum(w[0:2] ** 2)
             - 1.0 * jnp.sum(g[0:2] ** 2)
-            - 2e-4 * jnp.sum(data.actuator_force**2)
+            - 1e-5 * jnp.sum(data.actuator_force**2)
             - 0.01 * jnp.sum((action - last_action) ** 2)
         ) * dt
         height = qpos[2] - terrain_height(qpos[0:2])
@@ -412,7 +412,9 @@ class MjxLocomotion(Backend):
         if unknown:
             raise ConfigError(f"knobs: unknown mjx_locomotion knob(s) {sorted(unknown)}; valid: {list(self.knobs)}")
         require("jax", "sim")
-        return MjxLocomotionEnv(num_envs, seed, device, PROFILES[profile], donate=bool(knobs.get("buffer_donation", True)))
+        return MjxLocomotionEnv(
+            num_envs, seed, device, PROFILES[profile], donate=bool(knobs.get("buffer_donation", True))
+        )
 
     def control_dt_s(self, profile: str) -> float:
         return PHYSICS_DT_S * SUBSTEPS

@@ -51,7 +51,7 @@ class FastPPO(PPO):
         for group in self.optimizer.param_groups:
             group["lr"] = self.learning_rate
 
-    def update(self) -> dict[str, Any]:  # noqa: C901 (one loop, read top to bottom)
+    def update(self) -> dict[str, Any]:
         if self.rnd or self.symmetry or self.actor.is_recurrent or self.critic.is_recurrent or self.is_multi_gpu:
             return super().update()
         lazy = bool(self.perf_flags.get("lazy_loss_readout"))

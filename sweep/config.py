@@ -1,0 +1,359 @@
+"""Run configuration: a search-space YAML + command-line overrides -> validated dataclasses.
+
+Validation happens here, before the first simulator second: every error names the file and the
+key and says what to do. A space file may hold ``when_gpu:`` and ``when_cpu:`` blocks merged over
+its top level depending on the machine, so one file gives sensible defaults on both.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sweep.errors import ConfigError
+
+#: Where ``space=<name>`` is looked up (besides a path to a file).
+SPACES_DIR = Path(__file__).resolve().parents[1] / "search_spaces"
+
+
+@dataclass
+class Knobs:
+    """What the planner may choose; each value is a list of choices (one element: fixed)."""
+
+    num_envs: list[int] = field(default_factory=lambda: [4096])
+    """Parallel environments."""
+    num_steps_per_env: list[int] = field(default_factory=lambda: [24])
+    """Rollout horizon in control steps per env per PPO iteration."""
+    num_mini_batches: list[int] = field(default_factory=lambda: [4])
+    """PPO mini-batches per epoch."""
+    flags: dict[str, list[Any]] = field(default_factory=dict)
+    """Performance flags: name -> choices (see sweep.perf.CATALOG); absent flags keep their defaults."""
+
+
+@dataclass
+class Target:
+    """What 'trained' means."""
+
+    success: float = 0.9
+    """Held-out success rate that a trial must reach."""
+    eval_episodes: int = 256
+    """Held-out episodes per evaluation."""
+    eval_every_steps: int = 240
+    """Control steps per env between evaluations."""
+
+
+@dataclass
+class Budget:
+    """Money limits; the study budget counts every trial, pruned and failed included."""
+
+    usd: float = 5.0
+    """Study budget (USD)."""
+    trial_usd: float = 0.5
+    """Per-trial cap (USD); a trial that has not reached the target by then ends 'capped'."""
+    max_trials: int = 100
+    """Upper bound on trials, whatever the budget."""
+
+
+@dataclass
+class PriceChoice:
+    """How seconds become dollars."""
+
+    gpu: str = "auto"
+    """Row of sweep/prices.yaml ('h200', 'h100', 'a100', 'l40s', 'cpu') or 'auto' (detect)."""
+    kind: str = "on_demand"
+    """'on_demand' or 'spot'."""
+    usd_per_hour: float | None = None
+    """Explicit price per device-hour; overrides the table."""
+
+
+@dataclass
+class Workers:
+    """Where trials run."""
+
+    address: str | None = None
+    """None: start a local Ray (bound to 127.0.0.1); 'auto' or 'host:port': join an existing cluster."""
+    num: int = 0
+    """Worker actors (0: one per GPU, or one per ``cpus_per_trial`` CPUs without GPUs)."""
+    cpus_per_trial: int = 2
+    """CPU cores per trial on a CPU-only cluster (XLA uses them all)."""
+    host: str = "127.0.0.1"
+    """Interface a local Ray binds to; change it only on a trusted network."""
+    dashboard: bool = False
+    """Start Ray's dashboard (on ``host``)."""
+
+
+@dataclass
+class Constraints:
+    """Configs the planner never runs (told to the sampler as infeasible)."""
+
+    max_update_period_s: float = 1.0
+    """Largest simulated time between policy updates: horizon x control period (s)."""
+    memory_share: float = 0.9
+    """Largest share of device memory a config may be estimated to use."""
+
+
+@dataclass
+class Seeds:
+    """Randomness of the search itself."""
+
+    sampler: int = 0
+    """Optuna sampler seed."""
+    training: int = 1
+    """Training seed of trial 0; trial k trains with ``training + k``."""
+
+
+@dataclass
+class RunConfig:
+    """Everything ``python -m sweep.run`` needs."""
+
+    space: str = "locomotion"
+    """Search-space name (search_spaces/<name>.yaml) or path."""
+    backend: str = "mjx_locomotion"
+    profile: str = "auto"
+    """Task profile; 'auto' picks 'gpu' with a GPU, 'cpu' without."""
+    device: str = "auto"
+    knobs: Knobs = field(default_factory=Knobs)
+    target: Target = field(default_factory=Target)
+    budget: Budget = field(default_factory=Budget)
+    price: PriceChoice = field(default_factory=PriceChoice)
+    workers: Workers = field(default_factory=Workers)
+    constraints: Constraints = field(default_factory=Constraints)
+    seeds: Seeds = field(default_factory=Seeds)
+    sampler: str = "tpe"
+    """'tpe' (Optuna TPE with constraints), 'random' or 'grid'."""
+    prune: bool = True
+    """Stop trials that cannot beat the best known cost to target."""
+    initial: list[dict[str, Any]] = field(default_factory=list)
+    """Configs tried first (e.g. legged_gym's 4096 x 24), each a partial knob assignment."""
+    out: str = "reports"
+    """Folder under which reports/<run_id>/ is written."""
+    run_id: str = ""
+    """Name of the run folder (default: a timestamp)."""
+    resume: str = ""
+    """A previous run folder to continue (same study, same ledger, budget already spent)."""
+
+
+_SECTIONS = {
+    "knobs": Knobs,
+    "target": Target,
+    "budget": Budget,
+    "price": PriceChoice,
+    "workers": Workers,
+    "constraints": Constraints,
+    "seeds": Seeds,
+}
+
+
+def find_space(name: str) -> Path:
+    """A space name or path -> the YAML file; an unknown one lists the shipped spaces."""
+    as_path = Path(name)
+    if as_path.suffix in (".yaml", ".yml") or os.sep in name:
+        if not as_path.is_file():
+            raise ConfigError(f"space={name}: file not found")
+        return as_path
+    path = SPACES_DIR / f"{name}.yaml"
+    if not path.is_file():
+        shipped = sorted(p.stem for p in SPACES_DIR.glob("*.yaml"))
+        raise ConfigError(f"space={name}: no such search space; shipped: {', '.join(shipped)} (or give a .yaml path)")
+    return path
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """Parse a YAML mapping; syntax errors name the file and line."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise ConfigError(f"{where}: YAML syntax error ({getattr(exc, 'problem', exc)}); fix the file") from exc
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of keys at the top level")
+    return data
+
+
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Deep merge: mappings merge key by key, anything else is replaced."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def dotted_to_nested(overrides: dict[str, Any]) -> dict[str, Any]:
+    """``{"budget.usd": 3}`` -> ``{"budget": {"usd": 3}}``."""
+    nested: dict[str, Any] = {}
+    for key, value in overrides.items():
+        parts = key.split(".")
+        node = nested
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"{key}: '{part}' is a value, not a section")
+        node[parts[-1]] = value
+    return nested
+
+
+def build(data: dict[str, Any], source: str, has_gpu: bool) -> RunConfig:
+    """Merge the machine block, then check every key and type against the dataclasses."""
+    data = dict(data)
+    when_gpu, when_cpu = data.pop("when_gpu", {}) or {}, data.pop("when_cpu", {}) or {}
+    data = merge(data, when_gpu if has_gpu else when_cpu)
+    top = {f.name: f for f in fields(RunConfig)}
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in top:
+            raise ConfigError(f"{source}: unknown key '{key}'; valid keys: {', '.join(sorted(top))}")
+        if key in _SECTIONS:
+            kwargs[key] = _section(_SECTIONS[key], value, f"{source}: {key}")
+        else:
+            kwargs[key] = _check_type(value, top[key].type, f"{source}: {key}")
+    return RunConfig(**kwargs)
+
+
+def _section(cls: type, value: Any, where: str) -> Any:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a mapping of keys, got {value!r}")
+    known = {f.name: f for f in fields(cls)}
+    for key in value:
+        if key not in known:
+            raise ConfigError(f"{where}.{key}: unknown key; valid keys: {', '.join(known)}")
+    return cls(**{k: _check_type(v, known[k].type, f"{where}.{k}") for k, v in value.items()})
+
+
+def _check_type(value: Any, annotation: Any, where: str) -> Any:
+    """Check a YAML value against a field's annotation (given as a string by __future__ annotations)."""
+    text = str(annotation)
+    optional = "None" in text
+    if value is None:
+        if optional:
+            return None
+        raise ConfigError(f"{where}: a value is required")
+    if text.startswith("list"):
+        if not isinstance(value, list):
+            value = [value]
+        inner = text[text.index("[") + 1 : text.rindex("]")]
+        return [_check_type(v, inner, where) for v in value] if inner in ("int", "float", "str") else value
+    if text.startswith("dict"):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        return value
+    base = text.replace(" | None", "")
+    if base == "bool":
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+    elif base == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+    elif base == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        value = float(value)
+    elif base == "str" and not isinstance(value, str):
+        raise ConfigError(f"{where}: expected a string, got {value!r}")
+    return value
+
+
+def load(space: str, overrides: dict[str, Any], has_gpu: bool) -> RunConfig:
+    """Read the space file, apply command-line overrides, validate; nothing is run."""
+    path = find_space(space)
+    data = read_yaml(path)
+    cli = dotted_to_nested(overrides)
+    cli_gpu, cli_cpu = cli.pop("when_gpu", None), cli.pop("when_cpu", None)
+    if cli_gpu is not None or cli_cpu is not None:
+        raise ConfigError("when_gpu/when_cpu: set those in the space file; on the command line set the key itself")
+    base = build(data, str(path), has_gpu)
+    # Command-line values override the machine block too: merge them last.
+    merged = merge(_as_dict(base), cli)
+    cfg = build(merged, "command line", has_gpu)
+    cfg.space = str(path)
+    return cfg
+
+
+def _as_dict(cfg: RunConfig) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return asdict(cfg)
+
+
+def validate(cfg: RunConfig) -> RunConfig:
+    """Check values, names and constraints (not only types); errors name the space file and key."""
+    from sweep import perf
+    from sweep.backends import get_backend
+
+    where = cfg.space
+    backend = get_backend(cfg.backend, key=f"{where}: backend")
+    if cfg.profile != "auto" and cfg.profile not in backend.profiles():
+        raise ConfigError(f"{where}: profile: unknown profile '{cfg.profile}'; valid: {', '.join(backend.profiles())}")
+    for key in ("num_envs", "num_steps_per_env", "num_mini_batches"):
+        choices = getattr(cfg.knobs, key)
+        if not choices:
+            raise ConfigError(f"{where}: knobs.{key}: no choices; give at least one value")
+        bad = [c for c in choices if not isinstance(c, int) or isinstance(c, bool) or c <= 0]
+        if bad:
+            raise ConfigError(f"{where}: knobs.{key}: every choice must be a positive integer (got {bad})")
+        if len(set(choices)) != len(choices):
+            raise ConfigError(f"{where}: knobs.{key}: duplicate choices {choices}")
+    for name, choices in cfg.knobs.flags.items():
+        if not isinstance(choices, list) or not choices:
+            raise ConfigError(f"{where}: knobs.flags.{name}: give a non-empty list of choices")
+        for choice in choices:
+            perf.resolve({name: choice}, key=f"{where}: knobs.flags")
+    positive = {
+        "target.eval_episodes": cfg.target.eval_episodes,
+        "target.eval_every_steps": cfg.target.eval_every_steps,
+        "budget.usd": cfg.budget.usd,
+        "budget.trial_usd": cfg.budget.trial_usd,
+        "budget.max_trials": cfg.budget.max_trials,
+        "workers.cpus_per_trial": cfg.workers.cpus_per_trial,
+        "constraints.max_update_period_s": cfg.constraints.max_update_period_s,
+    }
+    for key, value in positive.items():
+        if not value > 0:
+            raise ConfigError(f"{where}: {key}: must be > 0 (got {value})")
+    if not 0 < cfg.target.success <= 1:
+        raise ConfigError(f"{where}: target.success: must be in (0, 1] (got {cfg.target.success})")
+    if not 0 < cfg.constraints.memory_share <= 1:
+        raise ConfigError(f"{where}: constraints.memory_share: must be in (0, 1] (got {cfg.constraints.memory_share})")
+    if cfg.workers.num < 0:
+        raise ConfigError(f"{where}: workers.num: must be >= 0 (got {cfg.workers.num})")
+    if cfg.budget.trial_usd > cfg.budget.usd:
+        raise ConfigError(
+            f"{where}: budget.trial_usd ({cfg.budget.trial_usd}) exceeds budget.usd ({cfg.budget.usd}); "
+            "raise the study budget or lower the per-trial cap"
+        )
+    if cfg.sampler not in ("tpe", "random", "grid"):
+        raise ConfigError(f"{where}: sampler: must be 'tpe', 'random' or 'grid' (got {cfg.sampler!r})")
+    if cfg.price.gpu != "auto" or cfg.price.usd_per_hour is not None:
+        from sweep import prices
+
+        prices.resolve(
+            cfg.price.gpu if cfg.price.gpu != "auto" else "custom",
+            cfg.price.kind,
+            cfg.price.usd_per_hour,
+            key=f"{where}: price",
+        )
+    for i, initial in enumerate(cfg.initial):
+        if not isinstance(initial, dict):
+            raise ConfigError(f"{where}: initial[{i}]: expected a mapping of knob values")
+        for key, value in initial.items():
+            choices = cfg.knobs.flags.get(key[len("flags.") :]) if key.startswith("flags.") else None
+            if choices is None and key.startswith("flags."):
+                raise ConfigError(f"{where}: initial[{i}].{key}: not a swept flag; add it to knobs.flags")
+            if choices is None:
+                if key not in ("num_envs", "num_steps_per_env", "num_mini_batches"):
+                    raise ConfigError(f"{where}: initial[{i}].{key}: unknown knob")
+                choices = getattr(cfg.knobs, key)
+            if value not in choices:
+                raise ConfigError(f"{where}: initial[{i}].{key}: {value!r} is not among the choices {choices}")
+    return cfg

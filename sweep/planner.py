@@ -1,0 +1,420 @@
+"""The planner: the driver alone owns the Optuna study; it asks, dispatches, reads rows, prunes and tells.
+
+Objectives (minimized): USD to target and wall-clock to target. Optuna cannot prune
+multi-objective studies, so :class:`CostPruner` decides from ledger rows: a trial that has spent
+more than the best known USD-to-target, or whose success curve cannot reach the target before
+that, is stopped and told PRUNED. The study budget counts every trial; :func:`reserve_usd` makes
+sure no trial starts that the rest of the budget cannot pay.
+
+How trials are told to Optuna (so none is lost to the sampler):
+- reached: COMPLETE with (usd, wall) to target, feasible;
+- capped or failed by its own fault (divergence, out of memory): COMPLETE with the cost spent and a
+  positive ``success_gap`` constraint (infeasible, ranked by how close it came);
+- pruned and infeasible-before-start: PRUNED with the same constraint;
+- lost to infrastructure (worker or driver died): FAIL.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sweep import space
+from sweep.config import RunConfig
+from sweep.ledger import LedgerWriter, Row, last_rows, metrics, read_rows
+from sweep.prices import Price, usd
+from sweep.trial import CONTINUE, PRUNE, STOP
+
+#: A running trial's reservation includes one more checkpoint interval beyond its allowance.
+RESERVE_MARGIN = 1.1
+
+
+@dataclass
+class CostPruner:
+    """Decides continue / prune for a running trial from its own checkpoint rows."""
+
+    target: float
+    min_points: int = 3
+    """Checkpoints needed before the curve is extrapolated."""
+    slack: float = 1.25
+    """Prune on extrapolation only when the predicted cost exceeds the best by this factor."""
+
+    def decide(self, rows: list[dict], best_usd: float | None) -> tuple[str, str]:
+        """(decision, reason) for the trial whose rows (oldest first) end at its latest checkpoint."""
+        if best_usd is None or not rows:
+            return CONTINUE, ""
+        spent = metrics(rows[-1])["usd"]
+        if spent > best_usd:
+            return PRUNE, f"spent ${spent:.4f} > best USD-to-target ${best_usd:.4f}"
+        predicted = self.predicted_usd(rows)
+        if predicted is not None and predicted > self.slack * best_usd:
+            return (
+                PRUNE,
+                f"success curve reaches the target at ~${predicted:.4f} > {self.slack:g} x best ${best_usd:.4f}",
+            )
+        return CONTINUE, ""
+
+    def predicted_usd(self, rows: list[dict]) -> float | None:
+        """USD at which a least-squares line through the last checkpoints meets the target (inf if flat)."""
+        points = [(metrics(r)["usd"], r["success"]) for r in rows if r.get("success") is not None]
+        if len(points) < self.min_points:
+            return None
+        points = points[-self.min_points :]
+        xs, ys = [p[0] for p in points], [p[1] for p in points]
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        sxx = sum((x - mx) ** 2 for x in xs)
+        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx if sxx > 0 else 0.0
+        if ys[-1] >= self.target:
+            return xs[-1]
+        if slope <= 0:
+            return float("inf")
+        return xs[-1] + (self.target - ys[-1]) / slope
+
+
+def allowance_usd(trial_cap_usd: float, best_usd: float | None, prune: bool) -> float:
+    """Most a new trial may cost: its cap, or (with pruning) the best known cost to target if lower."""
+    if prune and best_usd is not None:
+        return min(trial_cap_usd, best_usd)
+    return trial_cap_usd
+
+
+def reserve_usd(spent_usd: float, allowance: float) -> float:
+    """What the budget must keep for a running trial: its allowance plus one checkpoint, or its spend."""
+    return max(spent_usd, allowance * RESERVE_MARGIN)
+
+
+def can_start(budget_usd: float, finished_usd: float, running_reserved_usd: float, allowance: float) -> bool:
+    """A trial starts only if the budget left after every running trial's reservation pays its own."""
+    return budget_usd - finished_usd - running_reserved_usd >= reserve_usd(0.0, allowance)
+
+
+@dataclass
+class Running:
+    """A dispatched trial."""
+
+    number: int
+    optuna_trial: Any
+    params: dict[str, Any]
+    rows: list[dict] = field(default_factory=list)
+    started: float = field(default_factory=time.time)
+    allowance: float = 0.0
+
+
+class Planner:
+    """Runs a study to its end: budget spent, trial limit reached, or nothing more worth starting."""
+
+    def __init__(
+        self,
+        cfg: RunConfig,
+        run_dir: Path,
+        pool: Any,
+        price: Price,
+        profile: str,
+        control_dt_s: float,
+        progress: Callable[[dict], None] = lambda s: None,
+    ) -> None:
+        self.cfg, self.run_dir, self.pool, self.price = cfg, Path(run_dir), pool, price
+        self.profile, self.control_dt_s, self.progress = profile, control_dt_s, progress
+        self.pruner = CostPruner(cfg.target.success)
+        self.ledger_path = self.run_dir / "ledger.jsonl"
+        self.rows = read_rows(self.ledger_path)
+        self.running: dict[int, Running] = {}
+        self.stopping = ""
+
+    # -- the study ---------------------------------------------------------------------------
+    def study(self) -> Any:
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        seed = self.cfg.seeds.sampler
+        if self.cfg.sampler == "random":
+            sampler = optuna.samplers.RandomSampler(seed=seed)
+        elif self.cfg.sampler == "grid":
+            sampler = optuna.samplers.GridSampler(space.grid(self.cfg), seed=seed)
+        else:
+            sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(4, len(self.cfg.initial) + 2))
+        storage = f"sqlite:///{(self.run_dir / 'study.db').resolve()}"
+        study = optuna.create_study(
+            storage=storage,
+            study_name="sweep",
+            directions=["minimize", "minimize"],
+            sampler=sampler,
+            load_if_exists=True,
+        )
+        study.set_metric_names(["usd_to_target", "wall_to_target_s"])
+        if not study.trials:
+            for initial in self.cfg.initial:
+                study.enqueue_trial(initial, skip_if_exists=True)
+        return study
+
+    # -- accounting (all from ledger rows) -------------------------------------------------------
+    def best_usd(self) -> float | None:
+        reached = [metrics(r)["usd_to_target"] for r in last_rows(self.rows).values() if r["state"] == "reached"]
+        return min(reached) if reached else None
+
+    def spent_usd(self) -> float:
+        return sum(metrics(r)["usd"] for r in last_rows(self.rows).values())
+
+    def finished_usd(self) -> float:
+        return sum(metrics(r)["usd"] for t, r in last_rows(self.rows).items() if t not in self.running)
+
+    def reserved_usd(self) -> float:
+        return sum(
+            reserve_usd(metrics(run.rows[-1])["usd"] if run.rows else 0.0, run.allowance)
+            for run in self.running.values()
+        )
+
+    def state_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for t, r in last_rows(self.rows).items():
+            state = "running" if t in self.running else r["state"]
+            counts[state] = counts.get(state, 0) + 1
+        for t in self.running:
+            if t not in last_rows(self.rows):
+                counts["running"] = counts.get("running", 0) + 1
+        return counts
+
+    # -- the loop --------------------------------------------------------------------------------
+    def run(self) -> Any:
+        study = self.study()
+        self._close_orphans(study)
+        with LedgerWriter(self.ledger_path) as ledger:
+            self.ledger = ledger
+            try:
+                while True:
+                    self._start_trials(study)
+                    self._collect(study)
+                    self._check_budget()
+                    self.progress(self.status())
+                    if not self.running and (self.stopping or not self._may_start(study)):
+                        break
+                    time.sleep(0.2)
+            except KeyboardInterrupt:
+                self.stopping = "interrupted (Ctrl-C)"
+                self._stop_running(study, "interrupted by the user (Ctrl-C); billed up to the stop")
+                raise
+            finally:
+                self.progress(self.status())
+        return study
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "spent_usd": self.spent_usd(),
+            "budget_usd": self.cfg.budget.usd,
+            "states": self.state_counts(),
+            "best_usd": self.best_usd(),
+            "stopping": self.stopping,
+        }
+
+    def _may_start(self, study: Any) -> bool:
+        if self.stopping:
+            return False
+        if len(study.trials) - len(self.running) >= self.cfg.budget.max_trials:
+            self.stopping = f"trial limit ({self.cfg.budget.max_trials}) reached"
+            return False
+        if self.cfg.sampler == "grid" and study.trials and _grid_exhausted(study):
+            self.stopping = "every grid point tried"
+            return False
+        allowance = allowance_usd(self.cfg.budget.trial_usd, self.best_usd(), self.cfg.prune)
+        if not can_start(self.cfg.budget.usd, self.finished_usd(), self.reserved_usd(), allowance):
+            if not self.running:
+                self.stopping = "budget left cannot pay another trial"
+            return False
+        return True
+
+    def _start_trials(self, study: Any) -> None:
+        while self.pool.idle() > 0 and self._may_start(study):
+            trial = study.ask()
+            params = space.suggest(trial, self.cfg)
+            found = space.violations(params, self.cfg, self.control_dt_s, self.price.memory_gib)
+            if any(v > 0 for v in found.values()):
+                self._tell_infeasible(study, trial, params, found)
+                continue
+            allowance = allowance_usd(self.cfg.budget.trial_usd, self.best_usd(), self.cfg.prune)
+            cap_s = allowance * 3600.0 / self.price.usd_per_hour
+            trial_cfg = space.trial_config(
+                params, self.cfg, self.profile, self.cfg.seeds.training + trial.number, cap_s
+            )
+            trial.set_user_attr("trial_config", _plain(trial_cfg))
+            self.running[trial.number] = Running(trial.number, trial, params, allowance=allowance)
+            self.pool.submit(trial.number, trial_cfg, self.cfg.run_id, self.price, str(self.run_dir))
+
+    def _collect(self, study: Any) -> None:
+        for row in self.pool.drain_rows():
+            run = self.running.get(int(row["trial"]))
+            if run is None:  # a late row of a trial already closed: keep it out of the ledger
+                continue
+            self._write(row)
+            run.rows.append(row)
+            if row["state"] == "running":
+                decision, reason = self._decide(run)
+                self.pool.decide(run.number, row["iteration"], decision)
+                if decision == PRUNE:
+                    run.optuna_trial.set_user_attr("prune_reason", reason)
+            else:
+                self._finish(study, run, row)
+        for number, error in self.pool.lost():
+            run = self.running.get(number)
+            if run is not None:
+                self._fail_lost(study, run, f"worker lost: {error}")
+
+    def _decide(self, run: Running) -> tuple[str, str]:
+        if self.stopping:
+            return STOP, self.stopping
+        if not self.cfg.prune:
+            return CONTINUE, ""
+        return self.pruner.decide(run.rows, self.best_usd())
+
+    def _check_budget(self) -> None:
+        if not self.stopping and self.spent_usd() >= self.cfg.budget.usd:
+            self.stopping = f"study budget ${self.cfg.budget.usd:g} spent"
+
+    def _finish(self, study: Any, run: Running, row: dict) -> None:
+        import optuna
+
+        trial, m = run.optuna_trial, metrics(row)
+        best_success = max((r["success"] for r in run.rows if r.get("success") is not None), default=0.0)
+        trial.set_user_attr("state", row["state"])
+        trial.set_user_attr("reason", row.get("reason", ""))
+        gap = max(0.0, self.cfg.target.success - best_success)
+        if row["state"] == "reached":
+            trial.set_constraint("success_gap", 0.0)
+            study.tell(trial, [m["usd"], m["wall_s"]])
+        elif row["state"] == "pruned":
+            trial.set_constraint("success_gap", max(gap, 1e-6))
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        else:  # capped, or failed by the trial's own fault: its cost so far, marked infeasible
+            trial.set_constraint("success_gap", max(gap, 1e-6) + (1.0 if row["state"] == "failed" else 0.0))
+            study.tell(trial, [m["usd"], m["wall_s"]])
+        del self.running[run.number]
+
+    def _fail_lost(self, study: Any, run: Running, reason: str) -> None:
+        """A trial whose worker died: billed to its last row plus the time until the death was seen."""
+        import optuna
+
+        last = run.rows[-1] if run.rows else None
+        seen = time.time()
+        billable = (last["billable_s"] + (seen - last["wall_time"])) if last else (seen - run.started)
+        end = Row(
+            run_id=self.cfg.run_id,
+            trial=run.number,
+            state="failed",
+            params=_trial_params(run),
+            iteration=last["iteration"] if last else 0,
+            env_steps=last["env_steps"] if last else 0,
+            billable_s=billable,
+            phases_s=dict(last["phases_s"]) if last else {},
+            price_usd_per_hour=self.price.usd_per_hour,
+            price_label=self.price.label,
+            success=last.get("success") if last else None,
+            reason=reason,
+            seed=run.number + self.cfg.seeds.training,
+        )
+        end.phases_s["other"] = end.phases_s.get("other", 0.0) + billable - (last["billable_s"] if last else 0.0)
+        self._write(end.__dict__)
+        run.optuna_trial.set_user_attr("state", "failed")
+        run.optuna_trial.set_user_attr("reason", reason)
+        study.tell(run.optuna_trial, state=optuna.trial.TrialState.FAIL)
+        del self.running[run.number]
+
+    def _tell_infeasible(self, study: Any, trial: Any, params: dict, found: dict[str, float]) -> None:
+        import optuna
+
+        reason = space.infeasible_reason(found)
+        for key, value in found.items():
+            trial.set_constraint(key, value)
+        trial.set_user_attr("state", "pruned")
+        trial.set_user_attr("reason", reason)
+        row = Row(
+            run_id=self.cfg.run_id,
+            trial=trial.number,
+            state="pruned",
+            params=params,
+            iteration=0,
+            env_steps=0,
+            billable_s=0.0,
+            phases_s={},
+            price_usd_per_hour=self.price.usd_per_hour,
+            price_label=self.price.label,
+            reason=reason,
+        )
+        self._write(row.__dict__)
+        study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+
+    def _stop_running(self, study: Any, reason: str) -> None:
+        self.pool.stop_all()
+        for run in list(self.running.values()):
+            self._fail_lost(study, run, reason)
+
+    def _close_orphans(self, study: Any) -> None:
+        """On resume: trials left running by a dead driver end 'failed', billed to their last row."""
+        import optuna
+
+        ends = last_rows(self.rows)
+        for trial in study.trials:
+            if trial.state != optuna.trial.TrialState.RUNNING:
+                continue
+            last = ends.get(trial.number)
+            reason = "driver stopped while the trial ran; billed to its last ledger row"
+            if last is not None:
+                end = dict(last, state="failed", reason=reason, wall_time=time.time())
+                self._append_now(end)
+            study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+
+    def _append_now(self, row: dict) -> None:
+        with LedgerWriter(self.ledger_path) as w:
+            w.append(row)
+        self.rows.append(row)
+
+    def _write(self, row: dict) -> None:
+        self.ledger.append(row)
+        self.rows.append(row)
+
+
+def _trial_params(run: Running) -> dict[str, Any]:
+    return run.rows[-1]["params"] if run.rows else dict(run.params)
+
+
+def _plain(cfg: Any) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return asdict(cfg)
+
+
+def _grid_exhausted(study: Any) -> bool:
+    sampler = study.sampler
+    return bool(getattr(sampler, "is_exhausted", lambda s: False)(study))
+
+
+def summary_figures(rows: list[dict]) -> dict[str, Any]:
+    """Study-level figures from the ledger: spend by state, best cost to target, Pareto set."""
+    ends = last_rows(rows)
+    by_state: dict[str, float] = {}
+    for r in ends.values():
+        by_state[r["state"]] = by_state.get(r["state"], 0.0) + metrics(r)["usd"]
+    reached = sorted(
+        (metrics(r)["usd_to_target"], metrics(r)["wall_to_target_s"], t)
+        for t, r in ends.items()
+        if r["state"] == "reached"
+    )
+    pareto, best_wall = [], float("inf")
+    for _cost, wall, t in reached:
+        if wall < best_wall:
+            pareto.append(t)
+            best_wall = wall
+    total = sum(by_state.values())
+    return {
+        "total_usd": total,
+        "usd_by_state": by_state,
+        "pruned_failed_share": (by_state.get("pruned", 0.0) + by_state.get("failed", 0.0)) / total if total else 0.0,
+        "best_trial": reached[0][2] if reached else None,
+        "pareto": pareto,
+        "trials": len(ends),
+        "usd_per_reaching_trial": total / len(reached) if reached else None,
+    }
+
+
+__all__ = ["CostPruner", "Planner", "allowance_usd", "can_start", "reserve_usd", "summary_figures", "usd"]

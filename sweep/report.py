@@ -1,0 +1,371 @@
+"""The run report: tables first (pandas, from the ledger and study only), then one self-contained HTML file.
+
+``python -m sweep.report reports/<run_id>`` regenerates it. Only :func:`render` touches plotly; the
+table functions are what the tests check against numbers recomputed from the ledger.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from sweep.ledger import PHASES, last_rows, metrics, read_rows
+from sweep.planner import summary_figures
+
+STATE_COLORS = {
+    "reached": "#2ca02c",
+    "pruned": "#ff7f0e",
+    "failed": "#d62728",
+    "capped": "#7f7f7f",
+    "running": "#1f77b4",
+}
+KNOB_COLUMNS = ("num_envs", "num_steps_per_env", "num_mini_batches")
+
+
+def trials_table(rows: list[dict]) -> Any:
+    """One line per trial, from its last ledger row: state, knobs, spend, throughput, success."""
+    import pandas as pd
+
+    records = []
+    for trial, r in sorted(last_rows(rows).items()):
+        m = metrics(r)
+        rec: dict[str, Any] = {"trial": trial, "state": r["state"], "reason": r.get("reason", "")}
+        rec.update({k: r["params"].get(k) for k in KNOB_COLUMNS})
+        rec["flags"] = ", ".join(f"{k[5:]}={v}" for k, v in sorted(r["params"].items()) if k.startswith("flag."))
+        rec.update(
+            {
+                "env_steps": r["env_steps"],
+                "throughput_sps": m["throughput_sps"],
+                "training_s": m["training_s"],
+                "wall_s": m["wall_s"],
+                "usd": m["usd"],
+                "usd_to_target": m["usd_to_target"],
+                "wall_to_target_s": m["wall_to_target_s"],
+                "success": r.get("success"),
+                "success_lo": r.get("success_lo"),
+                "success_hi": r.get("success_hi"),
+                "bottleneck": m["bottleneck"],
+                "skipped_updates": r.get("skipped_updates", 0),
+            }
+        )
+        rec.update({f"{p}_s": float(r["phases_s"].get(p, 0.0)) for p in PHASES})
+        records.append(rec)
+    return pd.DataFrame.from_records(records)
+
+
+def summary_card(rows: list[dict]) -> dict[str, Any]:
+    """The figures at the top of the report (all derived from ledger rows)."""
+    figures = summary_figures(rows)
+    ends = last_rows(rows)
+    counts: dict[str, int] = {}
+    for r in ends.values():
+        counts[r["state"]] = counts.get(r["state"], 0) + 1
+    card: dict[str, Any] = {
+        "total_usd": figures["total_usd"],
+        "usd_by_state": figures["usd_by_state"],
+        "pruned_failed_share": figures["pruned_failed_share"],
+        "trials_by_state": counts,
+        "pareto": figures["pareto"],
+        "recommended": None,
+    }
+    best = figures["best_trial"]
+    if best is not None:
+        r, m = ends[best], metrics(ends[best])
+        card["recommended"] = {
+            "trial": best,
+            "params": r["params"],
+            "usd_to_target": m["usd_to_target"],
+            "wall_to_target_s": m["wall_to_target_s"],
+            "success": r["success"],
+            "success_ci": [r["success_lo"], r["success_hi"]],
+            "eval_episodes": r["eval_episodes"],
+            "throughput_sps": m["throughput_sps"],
+            "bottleneck": m["bottleneck"],
+            "price_label": r["price_label"],
+            "price_usd_per_hour": r["price_usd_per_hour"],
+            "device": r.get("device", ""),
+        }
+    return card
+
+
+def curves_table(rows: list[dict]) -> Any:
+    """Held-out success against USD spent, one point per evaluated row."""
+    import pandas as pd
+
+    return pd.DataFrame.from_records(
+        [
+            {"trial": r["trial"], "usd": metrics(r)["usd"], "success": r["success"], "state": r["state"]}
+            for r in rows
+            if r.get("success") is not None
+        ],
+        columns=["trial", "usd", "success", "state"],
+    )
+
+
+def burn_table(rows: list[dict], budget_usd: float | None) -> Any:
+    """Cumulative study spend over wall time: each row adds what its trial spent since its previous row."""
+    import pandas as pd
+
+    previous: dict[int, float] = {}
+    points = []
+    for r in sorted(rows, key=lambda r: r["wall_time"]):
+        cost = metrics(r)["usd"]
+        delta = cost - previous.get(r["trial"], 0.0)
+        previous[r["trial"]] = cost
+        points.append({"wall_time": r["wall_time"], "delta_usd": delta})
+    df = pd.DataFrame.from_records(points, columns=["wall_time", "delta_usd"])
+    df["spent_usd"] = df["delta_usd"].cumsum()
+    if budget_usd is not None:
+        df["left_usd"] = budget_usd - df["spent_usd"]
+    if len(df):
+        df["minutes"] = (df["wall_time"] - df["wall_time"].min()) / 60.0
+    return df
+
+
+def _budget(run_dir: Path) -> float | None:
+    import yaml
+
+    path = run_dir / "config.yaml"
+    if not path.exists():
+        return None
+    return float((yaml.safe_load(path.read_text()) or {}).get("budget", {}).get("usd", 0)) or None
+
+
+def render(run_dir: Path, rows: list[dict]) -> str:
+    """The HTML page: summary card, Pareto chart(s), phases, success curves, burn-down, sortable table."""
+    import plotly.graph_objects as go
+
+    trials, card = trials_table(rows), summary_card(rows)
+    curves, burn = curves_table(rows), burn_table(rows, _budget(run_dir))
+    figs: list[tuple[str, Any]] = []
+    pareto = set(card["pareto"])
+    if len(trials):
+        fig = go.Figure()
+        for state, group in trials.groupby("state"):
+            hover = [
+                "<br>".join(f"{k}: {v}" for k, v in r.items() if k in ("trial", "reason", "flags", *KNOB_COLUMNS))
+                for r in group.to_dict("records")
+            ]
+            y = group["usd_to_target"].where(group["usd_to_target"].notna(), group["usd"])
+            fig.add_trace(
+                go.Scatter(
+                    x=group["throughput_sps"],
+                    y=y,
+                    mode="markers",
+                    name=state,
+                    text=hover,
+                    hoverinfo="text+x+y",
+                    marker={
+                        "color": STATE_COLORS.get(state, "#333"),
+                        "size": 11,
+                        "symbol": ["star" if t in pareto else "circle" for t in group["trial"]],
+                        "line": {"width": [2 if t in pareto else 0 for t in group["trial"]], "color": "black"},
+                    },
+                )
+            )
+        fig.update_layout(
+            title="Training throughput vs USD to target (unreached trials: USD spent); stars: Pareto set",
+            xaxis_title="env steps / training second",
+            yaxis_title="USD",
+            height=480,
+        )
+        figs.append(("pareto", fig))
+        reached = trials[trials["state"] == "reached"]
+        if len(reached) and not _proportional(reached):
+            wall = go.Figure(
+                go.Scatter(
+                    x=reached["wall_to_target_s"],
+                    y=reached["usd_to_target"],
+                    mode="markers",
+                    text=reached["trial"],
+                    marker={"color": STATE_COLORS["reached"], "size": 11},
+                )
+            )
+            wall.update_layout(
+                title="Wall-clock vs USD to target", xaxis_title="seconds", yaxis_title="USD", height=420
+            )
+            figs.append(("wall", wall))
+        phases = go.Figure()
+        for p in PHASES:
+            phases.add_trace(go.Bar(name=p, x=trials["trial"].astype(str), y=trials[f"{p}_s"]))
+        phases.update_layout(
+            barmode="stack", title="Billable seconds by phase", xaxis_title="trial", yaxis_title="seconds", height=420
+        )
+        figs.append(("phases", phases))
+    if len(curves):
+        succ = go.Figure()
+        for trial, group in curves.groupby("trial"):
+            succ.add_trace(go.Scatter(x=group["usd"], y=group["success"], mode="lines+markers", name=f"trial {trial}"))
+        target = _target(run_dir)
+        if target is not None:
+            succ.add_hline(y=target, line_dash="dash", annotation_text=f"target {target:g}")
+        succ.update_layout(title="Held-out success vs USD spent", xaxis_title="USD", yaxis_title="success", height=420)
+        figs.append(("success", succ))
+    if len(burn):
+        burnfig = go.Figure(go.Scatter(x=burn["minutes"], y=burn.get("left_usd", burn["spent_usd"]), mode="lines"))
+        burnfig.update_layout(
+            title="Budget left over time" if "left_usd" in burn else "Spend over time",
+            xaxis_title="minutes since the first row",
+            yaxis_title="USD",
+            height=380,
+        )
+        figs.append(("burn", burnfig))
+    parts = []
+    for i, (name, fig) in enumerate(figs):
+        parts.append(
+            f'<section id="{name}">'
+            + fig.to_html(full_html=False, include_plotlyjs="inline" if i == 0 else False, div_id=f"fig-{name}")
+            + "</section>"
+        )
+    return _PAGE.format(
+        title=html.escape(f"sweep report: {run_dir.name}"),
+        card=_card_html(card),
+        figures="\n".join(parts),
+        table=_table_html(trials),
+        data=html.escape(json.dumps({"trials": len(trials)})),
+    )
+
+
+def _proportional(reached: Any) -> bool:
+    """USD and wall-clock agree (one price for every trial): the second view adds nothing."""
+    ratio = reached["usd_to_target"] / reached["wall_to_target_s"]
+    return bool((ratio.max() - ratio.min()) <= 1e-9 * max(ratio.max(), 1e-12))
+
+
+def _target(run_dir: Path) -> float | None:
+    import yaml
+
+    path = run_dir / "config.yaml"
+    return float(yaml.safe_load(path.read_text())["target"]["success"]) if path.exists() else None
+
+
+def _card_html(card: dict[str, Any]) -> str:
+    rec = card["recommended"]
+    lines = []
+    if rec:
+        knobs = ", ".join(f"{k}={v}" for k, v in rec["params"].items() if k not in ("backend", "mode"))
+        lo, hi = rec["success_ci"]
+        lines += [
+            f"<p><b>Recommended (trial {rec['trial']}):</b> {html.escape(knobs)}</p>",
+            "<ul>",
+            f"<li>USD to target: <b>${rec['usd_to_target']:.4f}</b>; wall-clock to target: "
+            f"<b>{rec['wall_to_target_s']:.1f} s</b></li>",
+            f"<li>held-out success {rec['success']:.3f} (95% CI {lo:.3f}-{hi:.3f}, "
+            f"{rec['eval_episodes']} episodes)</li>",
+            f"<li>training throughput {rec['throughput_sps']:,.0f} env steps/s; bottleneck: {rec['bottleneck']}</li>",
+            f"<li>price: {html.escape(rec['price_label'])} (${rec['price_usd_per_hour']:g}/h), device "
+            f"{html.escape(str(rec['device']))}</li>",
+            "</ul>",
+        ]
+    else:
+        lines.append("<p><b>No trial reached the target.</b></p>")
+    states = ", ".join(f"{n} {s}" for s, n in sorted(card["trials_by_state"].items()))
+    lines.append(
+        f"<p>Study spend <b>${card['total_usd']:.4f}</b>, of which {100 * card['pruned_failed_share']:.1f}% on pruned "
+        f"and failed trials. Trials: {states}.</p>"
+    )
+    return "\n".join(lines)
+
+
+def _table_html(trials: Any) -> str:
+    if not len(trials):
+        return "<p>No trials.</p>"
+    cols = [
+        "trial",
+        "state",
+        *KNOB_COLUMNS,
+        "flags",
+        "env_steps",
+        "throughput_sps",
+        "wall_s",
+        "usd",
+        "usd_to_target",
+        "success",
+        "bottleneck",
+        "reason",
+    ]
+    head = "".join(f'<th onclick="sortTable({i})">{c}</th>' for i, c in enumerate(cols))
+    body = []
+    for rec in trials[cols].to_dict("records"):
+        cells = []
+        for c in cols:
+            v = rec[c]
+            text = "" if v is None or v != v else (f"{v:.4g}" if isinstance(v, float) else str(v))
+            cells.append(f"<td>{html.escape(text)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f'<table id="trials"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>body{{font-family:sans-serif;margin:2em;max-width:1200px}} table{{border-collapse:collapse;font-size:12px}}
+td,th{{border:1px solid #ccc;padding:3px 6px}} th{{cursor:pointer;background:#eee}}
+.card{{background:#f6f8fa;padding:1em}}</style>
+</head><body><h1>{title}</h1><div class="card">{card}</div>
+{figures}
+<h2>All trials</h2>{table}
+<script id="sweep-data" type="application/json">{data}</script>
+<script>
+function sortTable(col) {{
+  const tb = document.querySelector('#trials tbody'); const rows = Array.from(tb.rows);
+  const asc = tb.dataset.col == col ? tb.dataset.asc != 'true' : true; tb.dataset.col = col; tb.dataset.asc = asc;
+  rows.sort((a, b) => {{ const x = a.cells[col].innerText, y = b.cells[col].innerText;
+    const nx = parseFloat(x), ny = parseFloat(y);
+    const c = (!isNaN(nx) && !isNaN(ny)) ? nx - ny : x.localeCompare(y); return asc ? c : -c; }});
+  rows.forEach(r => tb.appendChild(r));
+}}
+</script></body></html>
+"""
+
+
+def write(run_dir: str | Path) -> Path:
+    """Write ``report.html`` from the run folder's ledger; returns its path."""
+    run_dir = Path(run_dir)
+    path = run_dir / "report.html"
+    path.write_text(render(run_dir, read_rows(run_dir / "ledger.jsonl")), encoding="utf-8")
+    return path
+
+
+def text_summary(run_dir: str | Path) -> str:
+    """The end-of-run summary printed by sweep.run (from the ledger only)."""
+    rows = read_rows(Path(run_dir) / "ledger.jsonl")
+    card = summary_card(rows)
+    states = ", ".join(f"{n} {s}" for s, n in sorted(card["trials_by_state"].items())) or "none"
+    lines = [
+        f"trials: {states}; study spend ${card['total_usd']:.4f} "
+        f"({100 * card['pruned_failed_share']:.1f}% on pruned and failed trials)"
+    ]
+    rec = card["recommended"]
+    if rec:
+        knobs = ", ".join(f"{k}={v}" for k, v in rec["params"].items() if k not in ("backend", "mode"))
+        lo, hi = rec["success_ci"]
+        lines += [
+            f"best: trial {rec['trial']} ({knobs})",
+            f"  USD to target ${rec['usd_to_target']:.4f}, wall to target {rec['wall_to_target_s']:.1f} s, "
+            f"held-out success {rec['success']:.3f} (95% CI {lo:.3f}-{hi:.3f}), "
+            f"{rec['throughput_sps']:,.0f} env steps/s, {rec['bottleneck']}",
+            f"Pareto set (USD, wall-clock): trials {card['pareto']}",
+        ]
+    else:
+        lines.append("no trial reached the target")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    from sweep.errors import ConfigError
+
+    if len(argv) != 1:
+        raise ConfigError("usage: python -m sweep.report reports/<run_id>")
+    run_dir = Path(argv[0])
+    if not (run_dir / "ledger.jsonl").is_file():
+        raise ConfigError(f"{run_dir}: no ledger.jsonl here; give a run folder written by sweep.run")
+    print(write(run_dir))
+    return 0
+
+
+if __name__ == "__main__":
+    from sweep.cli import run_main
+
+    run_main(main)

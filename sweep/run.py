@@ -1,0 +1,157 @@
+"""``python -m sweep.run space=locomotion [key=value ...]`` or ``python -m sweep.run resume=reports/<run_id>``.
+
+Composes and validates the config (every error before any trial starts), starts the worker pool,
+runs the planner with one live progress line, then writes the report and ``recommended.yaml``
+into ``reports/<run_id>/`` and prints where they are.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sweep import config as config_mod
+from sweep.errors import ConfigError
+
+RUN_FILES = ("config.yaml", "study.db")
+
+
+def prepare(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool]:
+    """Overrides -> (validated config, run folder, resuming?). Nothing runs here."""
+    import torch
+
+    from sweep.cli import parse_overrides
+
+    overrides = parse_overrides(argv)
+    has_gpu = torch.cuda.is_available()
+    resume = overrides.pop("resume", None)
+    if resume:
+        run_dir = Path(str(resume))
+        if not (run_dir / "config.yaml").is_file() or not (run_dir / "study.db").is_file():
+            raise ConfigError(
+                f"resume={resume}: not a sweep run folder (needs config.yaml and study.db); "
+                "give a folder under reports/ written by sweep.run"
+            )
+        saved = config_mod.read_yaml(run_dir / "config.yaml")
+        if "space" in overrides:
+            raise ConfigError("space: cannot change the search space of a resumed run; drop space=")
+        data = config_mod.merge(saved, config_mod.dotted_to_nested(overrides))
+        cfg = config_mod.build(data, str(run_dir / "config.yaml"), has_gpu)
+        cfg.resume = str(run_dir)
+        return config_mod.validate(cfg), run_dir, True
+    space = str(overrides.pop("space", "locomotion"))
+    cfg = config_mod.load(space, overrides, has_gpu)
+    config_mod.validate(cfg)
+    cfg.run_id = cfg.run_id or time.strftime("%Y%m%d-%H%M%S")
+    run_dir = Path(cfg.out) / cfg.run_id
+    if (run_dir / "study.db").exists():
+        raise ConfigError(f"run_id={cfg.run_id}: {run_dir} already holds a run; continue it with resume={run_dir}")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        probe = run_dir / ".write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(
+            f"out={cfg.out}: cannot write the run folder {run_dir} ({exc.strerror}); choose a writable out="
+        ) from exc
+    return cfg, run_dir, False
+
+
+def resolve_runtime(cfg: config_mod.RunConfig, has_gpu: bool) -> tuple[str, Any, float]:
+    """(profile, price, control period) for this machine."""
+    from sweep import prices
+    from sweep.backends import get_backend
+
+    profile = cfg.profile if cfg.profile != "auto" else ("gpu" if has_gpu else "cpu")
+    gpu = cfg.price.gpu
+    if gpu == "auto":
+        gpu = prices.detect_gpu("cuda" if has_gpu else "cpu") if cfg.price.usd_per_hour is None else "custom"
+    price = prices.resolve(gpu, cfg.price.kind, cfg.price.usd_per_hour, key=f"{cfg.space}: price")
+    return profile, price, get_backend(cfg.backend).control_dt_s(profile)
+
+
+class Progress:
+    """One live line: USD spent / budget, trials by state, best USD-to-target."""
+
+    def __init__(self) -> None:
+        self.last = ""
+        self.tty = sys.stderr.isatty()
+        self.last_print = 0.0
+
+    def __call__(self, status: dict[str, Any]) -> None:
+        states = ", ".join(f"{n} {s}" for s, n in sorted(status["states"].items())) or "no trials yet"
+        best = f"${status['best_usd']:.4f}" if status["best_usd"] is not None else "none yet"
+        line = (
+            f"spent ${status['spent_usd']:.4f} / ${status['budget_usd']:g} | {states} | best USD-to-target {best}"
+            + (f" | stopping: {status['stopping']}" if status["stopping"] else "")
+        )
+        if line == self.last:
+            return
+        if self.tty:
+            print("\r" + line.ljust(len(self.last)), end="", file=sys.stderr, flush=True)
+        elif time.time() - self.last_print > 10 or status["stopping"]:
+            print(line, file=sys.stderr, flush=True)
+            self.last_print = time.time()
+        self.last = line
+
+    def close(self) -> None:
+        if self.tty and self.last:
+            print(file=sys.stderr)
+
+
+def main(argv: list[str]) -> int:
+    import torch
+
+    cfg, run_dir, resuming = prepare(argv)
+    has_gpu = torch.cuda.is_available()
+    profile, price, control_dt_s = resolve_runtime(cfg, has_gpu)
+    if not resuming:
+        (run_dir / "config.yaml").write_text(yaml.safe_dump(asdict(cfg), sort_keys=False))
+    print(
+        f"sweep: run {run_dir} | space {cfg.space} | backend {cfg.backend} profile {profile} | "
+        f"budget ${cfg.budget.usd:g} (per trial ${cfg.budget.trial_usd:g}) at {price.label} ${price.usd_per_hour:g}/h",
+        flush=True,
+    )
+    from sweep.planner import Planner
+    from sweep.workers import WorkerPool, wait_ready
+
+    pool = WorkerPool(cfg.workers, use_gpu=has_gpu)
+    progress = Progress()
+    interrupted = False
+    try:
+        wait_ready(pool)
+        print(f"sweep: {pool.size} worker(s) ({'one per GPU' if has_gpu else 'CPU slots'})", flush=True)
+        Planner(cfg, run_dir, pool, price, profile, control_dt_s, progress).run()
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        progress.close()
+        pool.shutdown()
+    finish(cfg, run_dir)
+    return 130 if interrupted else 0
+
+
+def finish(cfg: config_mod.RunConfig, run_dir: Path) -> None:
+    """Write the report and recommended.yaml from the ledger and study, and say where they are."""
+    from sweep import export, report
+
+    rows_path = run_dir / "ledger.jsonl"
+    html = report.write(run_dir)
+    recommended = export.write(run_dir)
+    print(report.text_summary(run_dir))
+    print(f"report:      {html}")
+    print(f"recommended: {recommended if recommended else '(no trial reached the target)'}")
+    print(f"ledger:      {rows_path}")
+    print(f"resume with: python -m sweep.run resume={run_dir}")
+
+
+if __name__ == "__main__":
+    from sweep.cli import run_main
+
+    run_main(main)

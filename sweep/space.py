@@ -1,0 +1,79 @@
+"""A validated search space -> Optuna suggestions, trial configs and constraint checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sweep.config import RunConfig
+from sweep.trial import TrialConfig
+
+#: Knobs every space has (flags come on top, as ``flags.<name>``).
+BASE_KNOBS = ("num_envs", "num_steps_per_env", "num_mini_batches")
+#: Rough device bytes per env of the simulator state plus XLA work buffers (MJX Barkour, measured order).
+SIM_BYTES_PER_ENV = 256 * 1024
+#: Rollout-storage bytes per env per horizon step (obs x2, actions, values, log-probs, ... in float32).
+STORAGE_BYTES_PER_ENV_STEP = 1024
+
+
+def choices(cfg: RunConfig) -> dict[str, list[Any]]:
+    """Every searchable parameter name -> its choices (fixed ones have a single choice)."""
+    out: dict[str, list[Any]] = {k: list(getattr(cfg.knobs, k)) for k in BASE_KNOBS}
+    out.update({f"flags.{name}": list(values) for name, values in cfg.knobs.flags.items()})
+    return out
+
+
+def suggest(trial: Any, cfg: RunConfig) -> dict[str, Any]:
+    """Ask the Optuna trial for one value per parameter (categorical: choices may be uneven)."""
+    return {name: trial.suggest_categorical(name, values) for name, values in choices(cfg).items()}
+
+
+def grid(cfg: RunConfig) -> dict[str, list[Any]]:
+    """The search space as Optuna's GridSampler wants it."""
+    return choices(cfg)
+
+
+def trial_config(params: dict[str, Any], cfg: RunConfig, profile: str, seed: int, cap_s: float) -> TrialConfig:
+    """The TrialConfig a worker runs for these params."""
+    flags = {k.split(".", 1)[1]: v for k, v in params.items() if k.startswith("flags.")}
+    return TrialConfig(
+        backend=cfg.backend,
+        profile=profile,
+        num_envs=int(params["num_envs"]),
+        num_steps_per_env=int(params["num_steps_per_env"]),
+        num_mini_batches=int(params["num_mini_batches"]),
+        seed=seed,
+        target=cfg.target.success,
+        eval_episodes=cfg.target.eval_episodes,
+        eval_every_steps=cfg.target.eval_every_steps,
+        cap_s=cap_s,
+        device=cfg.device,
+        flags=flags,
+    )
+
+
+def estimated_memory_gib(params: dict[str, Any], eval_episodes: int) -> float:
+    """Order-of-magnitude device memory of a config: simulator (train + eval envs) and rollout storage."""
+    n, horizon = int(params["num_envs"]), int(params["num_steps_per_env"])
+    total = (n + eval_episodes) * SIM_BYTES_PER_ENV + n * horizon * STORAGE_BYTES_PER_ENV_STEP
+    return total / 2**30
+
+
+def violations(
+    params: dict[str, Any], cfg: RunConfig, control_dt_s: float, memory_gib: float | None
+) -> dict[str, float]:
+    """Constraint values (> 0: infeasible) for Optuna's ``Trial.set_constraint``; nothing is run to get them."""
+    period = int(params["num_steps_per_env"]) * control_dt_s
+    out = {"update_period_s": period - cfg.constraints.max_update_period_s}
+    if memory_gib:
+        out["memory_gib"] = (
+            estimated_memory_gib(params, cfg.target.eval_episodes) - cfg.constraints.memory_share * memory_gib
+        )
+    samples = int(params["num_envs"]) * int(params["num_steps_per_env"])
+    out["mini_batches"] = float(int(params["num_mini_batches"]) - samples)
+    return out
+
+
+def infeasible_reason(found: dict[str, float]) -> str:
+    """One line naming the violated constraints."""
+    parts = [f"{k} over its bound by {v:g}" for k, v in found.items() if v > 0]
+    return "infeasible: " + "; ".join(parts)

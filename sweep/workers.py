@@ -1,0 +1,200 @@
+"""A pool of Ray actors that run trials: one per GPU, or one per CPU slot when there is no GPU.
+
+Workers are stateless executors: each runs :func:`sweep.trial.run_trial` and streams every ledger
+row to a small hub actor; the driver drains the hub, writes the ledger and posts the planner's
+answer (continue / prune / stop), which the worker waits for at each checkpoint. A dead actor's
+trial is reported as lost and the actor is replaced.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict
+from typing import Any
+
+from sweep.config import Workers
+from sweep.errors import ConfigError, require
+from sweep.prices import Price
+
+#: Seconds a worker waits for the planner's answer before carrying on.
+ANSWER_TIMEOUT_S = 120.0
+
+
+def _hub_class() -> Any:
+    ray = require("ray", "ray")
+
+    @ray.remote(num_cpus=0)
+    class Hub:
+        """Rows go in from workers; answers come back from the driver."""
+
+        def __init__(self) -> None:
+            import asyncio
+
+            self.asyncio = asyncio
+            self.rows: list[dict] = []
+            self.answers: dict[tuple[int, int], Any] = {}
+
+        async def report(self, row: dict) -> str:
+            self.rows.append(row)
+            if row["state"] != "running":
+                return "continue"
+            key = (int(row["trial"]), int(row["iteration"]))
+            future = self.answers.setdefault(key, self.asyncio.get_running_loop().create_future())
+            try:
+                return await self.asyncio.wait_for(future, ANSWER_TIMEOUT_S)
+            except TimeoutError:
+                return "continue"
+            finally:
+                self.answers.pop(key, None)
+
+        async def drain(self) -> list[dict]:
+            rows, self.rows = self.rows, []
+            return rows
+
+        async def decide(self, trial: int, iteration: int, answer: str) -> None:
+            key = (trial, iteration)
+            future = self.answers.setdefault(key, self.asyncio.get_running_loop().create_future())
+            if not future.done():
+                future.set_result(answer)
+
+    return Hub
+
+
+def _worker_class() -> Any:
+    ray = require("ray", "ray")
+
+    @ray.remote(max_restarts=0)
+    class TrialWorker:
+        """Runs one trial at a time and streams its rows to the hub."""
+
+        def node(self) -> str:
+            return ray.get_runtime_context().get_node_id()
+
+        def run(self, cfg: dict, run_id: str, trial: int, price: dict, out_dir: str, hub: Any) -> dict:
+            from sweep.trial import TrialConfig, run_trial
+
+            def sink(row: Any) -> str:
+                return ray.get(hub.report.remote(row.__dict__))
+
+            final = run_trial(
+                TrialConfig(**cfg),
+                sink,
+                run_id=run_id,
+                trial=trial,
+                price_usd_per_hour=price["usd_per_hour"],
+                price_label=price["label"],
+                out_dir=out_dir,
+            )
+            return final.__dict__
+
+    return TrialWorker
+
+
+class WorkerPool:
+    """Ray actors (local Ray bound to 127.0.0.1, or an existing cluster) and the trials they run."""
+
+    def __init__(self, cfg: Workers, use_gpu: bool) -> None:
+        ray = require("ray", "ray")
+        self.ray = ray
+        self.use_gpu = use_gpu
+        self.cfg = cfg
+        self.owns_ray = False
+        if not ray.is_initialized():
+            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+            kwargs: dict[str, Any] = {"namespace": "sweep", "log_to_driver": False, "configure_logging": False}
+            if cfg.address:
+                kwargs["address"] = cfg.address
+            else:
+                kwargs.update(
+                    _node_ip_address=cfg.host,
+                    include_dashboard=cfg.dashboard,
+                    dashboard_host=cfg.host,
+                )
+            try:
+                ray.init(**kwargs)
+            except ConnectionError as exc:
+                raise ConfigError(f"workers.address={cfg.address}: cannot join the Ray cluster ({exc})") from exc
+            self.owns_ray = True
+        self.hub = _hub_class().remote()
+        self.worker_cls = _worker_class()
+        self.size = self._count()
+        self.actors: list[Any] = [self._new_actor() for _ in range(self.size)]
+        self.busy: dict[Any, tuple[int, Any]] = {}  # ObjectRef -> (trial number, actor)
+
+    def _count(self) -> int:
+        if self.cfg.num > 0:
+            return self.cfg.num
+        resources = self.ray.cluster_resources()
+        if self.use_gpu:
+            return max(1, int(resources.get("GPU", 0)))
+        return max(1, int(resources.get("CPU", 1)) // self.cfg.cpus_per_trial)
+
+    def _new_actor(self) -> Any:
+        if self.use_gpu:
+            return self.worker_cls.options(num_gpus=1, num_cpus=1).remote()
+        cpus = min(self.cfg.cpus_per_trial, max(1, int(self.ray.cluster_resources().get("CPU", 1))))
+        return self.worker_cls.options(num_cpus=cpus).remote()
+
+    def idle(self) -> int:
+        return len(self.actors) - len(self.busy)
+
+    def submit(self, trial: int, cfg: Any, run_id: str, price: Price, out_dir: str) -> None:
+        used = {actor for _, actor in self.busy.values()}
+        actor = next(a for a in self.actors if a not in used)
+        ref = actor.run.remote(asdict(cfg), run_id, trial, asdict(price), out_dir, self.hub)
+        self.busy[ref] = (trial, actor)
+
+    def drain_rows(self) -> list[dict]:
+        """Rows workers reported since the last call; finished trials free their actor."""
+        rows = self.ray.get(self.hub.drain.remote())
+        if self.busy:
+            done, _ = self.ray.wait(list(self.busy), num_returns=len(self.busy), timeout=0)
+            self._finished = []
+            for ref in done:
+                trial, actor = self.busy.pop(ref)
+                try:
+                    self.ray.get(ref)
+                except Exception as exc:
+                    self._finished.append((trial, _one_line(exc)))
+                    self._replace(actor)
+            if done:  # rows sent just before the trial returned
+                rows += self.ray.get(self.hub.drain.remote())
+        return rows
+
+    def lost(self) -> list[tuple[int, str]]:
+        """Trials whose worker died (or raised outside the trial) since the last drain."""
+        out, self._finished = getattr(self, "_finished", []), []
+        return out
+
+    def decide(self, trial: int, iteration: int, answer: str) -> None:
+        self.hub.decide.remote(trial, iteration, answer)
+
+    def stop_all(self) -> None:
+        """Kill the running trials' actors (Ctrl-C); they are replaced if the pool is used again."""
+        for _, actor in self.busy.values():
+            self.ray.kill(actor, no_restart=True)
+        self.busy.clear()
+
+    def _replace(self, actor: Any) -> None:
+        self.actors = [a for a in self.actors if a is not actor]
+        self.actors.append(self._new_actor())
+
+    def nodes(self) -> list[str]:
+        """Node id of every actor (used to show where trials ran)."""
+        return self.ray.get([a.node.remote() for a in self.actors])
+
+    def shutdown(self) -> None:
+        if self.owns_ray:
+            self.ray.shutdown()
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[-1] if text else ''}"[:300]
+
+
+def wait_ready(pool: WorkerPool, timeout_s: float = 60.0) -> None:
+    """Block until every actor answers (so start-up errors surface before the first trial)."""
+    deadline = time.time() + timeout_s
+    pool.ray.get([a.node.remote() for a in pool.actors], timeout=max(1.0, deadline - time.time()))

@@ -1,0 +1,13 @@
+"""Shared test set-up: a session-wide XLA compile cache so each simulator shape compiles once."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+# Before JAX is imported anywhere (subprocesses and Ray workers inherit these too).
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(tempfile.gettempdir(), "sweep-test-jax-cache"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")

@@ -1,0 +1,81 @@
+"""The embedded backend honours the rsl-rl VecEnv contract and sweep's additions."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from sweep.backends import get_backend
+from sweep.backends.mjx_locomotion import NUM_ACTIONS, OBS_DIM, MjxLocomotionEnv, with_overrides
+from sweep.errors import ConfigError
+
+N = 8
+
+
+@pytest.fixture(scope="module")
+def short_env() -> MjxLocomotionEnv:
+    """Flat floor with 6-step episodes, so time-outs come quickly."""
+    return MjxLocomotionEnv(N, seed=3, device="cpu", params=with_overrides("cpu", episode_steps=6))
+
+
+def test_shapes_and_dtypes(short_env: MjxLocomotionEnv) -> None:
+    obs = short_env.get_observations()
+    assert obs["policy"].shape == (N, OBS_DIM) and obs["policy"].dtype == torch.float32
+    obs, rew, dones, extras = short_env.step(torch.zeros(N, NUM_ACTIONS))
+    assert obs["policy"].shape == (N, OBS_DIM)
+    assert rew.shape == (N,) and rew.dtype == torch.float32
+    assert dones.shape == (N,) and dones.dtype == torch.long
+    assert extras["time_outs"].dtype == torch.bool and extras["time_outs"].shape == (N,)
+    assert extras["success"].dtype == torch.bool
+    assert torch.isfinite(obs["policy"]).all() and torch.isfinite(rew).all()
+
+
+def test_time_outs_and_reset_of_finished_envs(short_env: MjxLocomotionEnv) -> None:
+    short_env.reset_with_seeds(list(range(N)))
+    for step in range(1, 6):
+        _, _, dones, extras = short_env.step(torch.zeros(N, NUM_ACTIONS))
+        assert not extras["time_outs"].any(), f"time-out too early at step {step}"
+        assert torch.equal(short_env.episode_length_buf, torch.full((N,), step))
+    _, _, dones, extras = short_env.step(torch.zeros(N, NUM_ACTIONS))
+    # Standing still for 6 steps: nobody falls, everybody times out, and time-outs are dones.
+    assert extras["time_outs"].all() and dones.bool().all()
+    # Finished envs restarted inside step: their step counters are back at zero.
+    assert torch.equal(short_env.episode_length_buf, torch.zeros(N, dtype=torch.long))
+
+
+def test_fall_ends_an_episode_without_time_out() -> None:
+    env = MjxLocomotionEnv(N, seed=0, device="cpu", params=with_overrides("cpu", episode_steps=400))
+    fell = torch.zeros(N, dtype=torch.bool)
+    for _ in range(150):  # violent random actions topple some robots well before the time limit
+        _, _, dones, extras = env.step(torch.randn(N, NUM_ACTIONS) * 4)
+        fell |= dones.bool() & ~extras["time_outs"]
+        assert not (extras["success"] & dones.bool() & ~extras["time_outs"]).any(), "a fall counted as success"
+    assert fell.any()
+
+
+def test_no_recompile_after_first_step(short_env: MjxLocomotionEnv) -> None:
+    for _ in range(3):
+        short_env.step(torch.randn(N, NUM_ACTIONS))
+    short_env.reset_with_seeds(list(range(100, 100 + N)))
+    short_env.step(torch.randn(N, NUM_ACTIONS))
+    assert short_env.compiled_step_count() == 1
+
+
+def test_panel_reset_ignores_training_seed() -> None:
+    """The held-out panel is the same whatever seed the env was trained with."""
+    params = with_overrides("cpu", episode_steps=6)
+    a = MjxLocomotionEnv(N, seed=1, device="cpu", params=params)
+    b = MjxLocomotionEnv(N, seed=2, device="cpu", params=params)
+    assert not torch.equal(a.get_observations()["policy"], b.get_observations()["policy"])
+    seeds = [2**31 + i for i in range(N)]
+    assert torch.equal(a.reset_with_seeds(seeds)["policy"], b.reset_with_seeds(seeds)["policy"])
+
+
+def test_unknown_profile_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="profile"):
+        get_backend("mjx_locomotion").make_env(4, 0, "cpu", "moon")
+
+
+def test_unknown_backend_lists_valid_names() -> None:
+    with pytest.raises(ConfigError, match="mjx_locomotion"):
+        get_backend("bullet")
