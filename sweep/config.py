@@ -116,6 +116,8 @@ class RunConfig:
     profile: str = "auto"
     """Task profile; 'auto' picks 'gpu' with a GPU, 'cpu' without."""
     device: str = "auto"
+    backend_options: dict[str, Any] = field(default_factory=dict)
+    """Backend-specific options (e.g. ``table`` and ``time_scale`` of the replay backend)."""
     knobs: Knobs = field(default_factory=Knobs)
     target: Target = field(default_factory=Target)
     budget: Budget = field(default_factory=Budget)

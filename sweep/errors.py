@@ -19,13 +19,12 @@ class TrialFailed(SweepError):
     """A trial could not go on (divergence, out of memory, simulator error); the reason is kept."""
 
 
-def require(module: str, extra: str):
-    """Import ``module`` or raise an error naming the extra that installs it."""
+def require(module: str, extra: str | None = None):
+    """Import ``module`` or raise an error naming what to install (the extra, or the package itself)."""
     import importlib
 
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise MissingExtraError(
-            f"'{module}' is not installed ({exc}); install it with: pip install -e '.[{extra}]'"
-        ) from exc
+        how = f"pip install -e '.[{extra}]'" if extra else "pip install -e ."
+        raise MissingExtraError(f"'{module}' is not installed ({exc}); install it with: {how}") from exc

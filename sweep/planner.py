@@ -240,7 +240,8 @@ class Planner:
             )
             trial.set_user_attr("trial_config", _plain(trial_cfg))
             self.running[trial.number] = Running(trial.number, trial, params, allowance=allowance)
-            self.pool.submit(trial.number, trial_cfg, self.cfg.run_id, self.price, str(self.run_dir))
+            node = self.pool.submit(trial.number, trial_cfg, self.cfg.run_id, self.price, str(self.run_dir))
+            trial.set_user_attr("node", node)
 
     def _collect(self, study: Any) -> None:
         for row in self.pool.drain_rows():

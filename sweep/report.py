@@ -241,6 +241,10 @@ def _target(run_dir: Path) -> float | None:
     return float(yaml.safe_load(path.read_text())["target"]["success"]) if path.exists() else None
 
 
+def _ci(lo: float | None, hi: float | None) -> str:
+    return f"95% CI {lo:.3f}-{hi:.3f}" if lo is not None and hi is not None else "no interval recorded"
+
+
 def _card_html(card: dict[str, Any]) -> str:
     rec = card["recommended"]
     lines = []
@@ -252,8 +256,7 @@ def _card_html(card: dict[str, Any]) -> str:
             "<ul>",
             f"<li>USD to target: <b>${rec['usd_to_target']:.4f}</b>; wall-clock to target: "
             f"<b>{rec['wall_to_target_s']:.1f} s</b></li>",
-            f"<li>held-out success {rec['success']:.3f} (95% CI {lo:.3f}-{hi:.3f}, "
-            f"{rec['eval_episodes']} episodes)</li>",
+            f"<li>held-out success {rec['success']:.3f} ({_ci(lo, hi)}, {rec['eval_episodes']} episodes)</li>",
             f"<li>training throughput {rec['throughput_sps']:,.0f} env steps/s; bottleneck: {rec['bottleneck']}</li>",
             f"<li>price: {html.escape(rec['price_label'])} (${rec['price_usd_per_hour']:g}/h), device "
             f"{html.escape(str(rec['device']))}</li>",
@@ -344,7 +347,7 @@ def text_summary(run_dir: str | Path) -> str:
         lines += [
             f"best: trial {rec['trial']} ({knobs})",
             f"  USD to target ${rec['usd_to_target']:.4f}, wall to target {rec['wall_to_target_s']:.1f} s, "
-            f"held-out success {rec['success']:.3f} (95% CI {lo:.3f}-{hi:.3f}), "
+            f"held-out success {rec['success']:.3f} ({_ci(lo, hi)}), "
             f"{rec['throughput_sps']:,.0f} env steps/s, {rec['bottleneck']}",
             f"Pareto set (USD, wall-clock): trials {card['pareto']}",
         ]

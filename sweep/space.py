@@ -48,6 +48,7 @@ def trial_config(params: dict[str, Any], cfg: RunConfig, profile: str, seed: int
         cap_s=cap_s,
         device=cfg.device,
         flags=flags,
+        backend_options=dict(cfg.backend_options),
     )
 
 

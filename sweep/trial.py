@@ -67,6 +67,8 @@ class TrialConfig:
     """Performance flags by name (see sweep.perf); missing flags take their defaults."""
     save_checkpoints: bool = True
     """Write the latest model to the trial folder at every checkpoint."""
+    backend_options: dict[str, Any] = field(default_factory=dict)
+    """Backend-specific options (e.g. the recorded table of the replay backend)."""
 
     @property
     def eval_every(self) -> int:
@@ -234,12 +236,22 @@ def run_trial(
             seed=cfg.seed,
         )
 
+    backend = get_backend(cfg.backend)
+    if hasattr(backend, "serve_trial"):  # a backend that serves recorded trials builds nothing
+        return backend.serve_trial(
+            cfg,
+            sink,
+            run_id=run_id,
+            trial=trial,
+            price_usd_per_hour=price_usd_per_hour,
+            price_label=price_label,
+            params=params,
+        )
     try:
         flags = perf.resolve(cfg.flags)
         with clock.phase("startup"):
             device = resolve_device(cfg.device)
             torch.manual_seed(cfg.seed)
-            backend = get_backend(cfg.backend)
             knobs = perf.backend_knobs(flags, backend.knobs)
             env = backend.make_env(cfg.num_envs, cfg.seed, device, cfg.profile, **knobs)
             eval_env = backend.make_env(cfg.eval_episodes, cfg.seed, device, cfg.profile, **knobs)
@@ -342,6 +354,7 @@ class _SweepLoop:
         self.stats = perf.EpisodeStats(env.num_envs, device, deferred=bool(flags["deferred_episode_stats"]))
         self.obs = env.get_observations()
         self.iteration = 0
+        self.last_losses: dict[str, float] = {}
         alg.train_mode()
 
     def __call__(self, n_iters: int) -> None:
@@ -371,8 +384,10 @@ class _SweepLoop:
             self.iteration += 1
             with clock.phase("log"):
                 if perf.should_log(self.flags, self.iteration):
-                    values = [float(v) for v in losses.values()]
-                    if not all(math.isfinite(v) for v in values):
+                    self.last_losses = {k: float(v) for k, v in losses.items()}
+                    # With the fast finite check a non-finite step was skipped (and counted), not fatal.
+                    finite = all(math.isfinite(v) for v in self.last_losses.values())
+                    if not finite and not self.flags["fast_finite_check"]:
                         raise TrialFailed(f"diverged: non-finite PPO loss at iteration {self.iteration} ({losses})")
 
     def take_mean_return(self) -> float | None:

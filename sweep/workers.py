@@ -22,7 +22,7 @@ ANSWER_TIMEOUT_S = 120.0
 
 
 def _hub_class() -> Any:
-    ray = require("ray", "ray")
+    ray = require("ray")
 
     @ray.remote(num_cpus=0)
     class Hub:
@@ -62,7 +62,7 @@ def _hub_class() -> Any:
 
 
 def _worker_class() -> Any:
-    ray = require("ray", "ray")
+    ray = require("ray")
 
     @ray.remote(max_restarts=0)
     class TrialWorker:
@@ -95,7 +95,7 @@ class WorkerPool:
     """Ray actors (local Ray bound to 127.0.0.1, or an existing cluster) and the trials they run."""
 
     def __init__(self, cfg: Workers, use_gpu: bool) -> None:
-        ray = require("ray", "ray")
+        ray = require("ray")
         self.ray = ray
         self.use_gpu = use_gpu
         self.cfg = cfg
@@ -121,6 +121,7 @@ class WorkerPool:
         self.size = self._count()
         self.actors: list[Any] = [self._new_actor() for _ in range(self.size)]
         self.busy: dict[Any, tuple[int, Any]] = {}  # ObjectRef -> (trial number, actor)
+        self._nodes: dict[Any, str] = {}
 
     def _count(self) -> int:
         if self.cfg.num > 0:
@@ -139,11 +140,15 @@ class WorkerPool:
     def idle(self) -> int:
         return len(self.actors) - len(self.busy)
 
-    def submit(self, trial: int, cfg: Any, run_id: str, price: Price, out_dir: str) -> None:
+    def submit(self, trial: int, cfg: Any, run_id: str, price: Price, out_dir: str) -> str:
+        """Start a trial on an idle actor; returns the Ray node id it runs on."""
         used = {actor for _, actor in self.busy.values()}
         actor = next(a for a in self.actors if a not in used)
+        if actor not in self._nodes:
+            self._nodes[actor] = self.ray.get(actor.node.remote())
         ref = actor.run.remote(asdict(cfg), run_id, trial, asdict(price), out_dir, self.hub)
         self.busy[ref] = (trial, actor)
+        return self._nodes[actor]
 
     def drain_rows(self) -> list[dict]:
         """Rows workers reported since the last call; finished trials free their actor."""

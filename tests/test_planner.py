@@ -12,8 +12,15 @@ PRICE = 3600.0  # $/hour, so 1 billable second costs $1
 
 def row(trial: int, billable: float, success: float | None, state: str = "running") -> dict:
     return {
-        "trial": trial, "state": state, "billable_s": billable, "price_usd_per_hour": PRICE, "env_steps": 100,
-        "phases_s": {"sim": billable}, "success": success, "params": {}, "wall_time": billable,
+        "trial": trial,
+        "state": state,
+        "billable_s": billable,
+        "price_usd_per_hour": PRICE,
+        "env_steps": 100,
+        "phases_s": {"sim": billable},
+        "success": success,
+        "params": {},
+        "wall_time": billable,
     }
 
 
@@ -57,7 +64,8 @@ def test_no_trial_starts_that_the_budget_cannot_pay() -> None:
 
 def test_summary_counts_pruned_and_failed_spend() -> None:
     rows = [
-        row(0, 5, 0.5), row(0, 10, 0.95, "reached"),
+        row(0, 5, 0.5),
+        row(0, 10, 0.95, "reached"),
         row(1, 4, 0.2, "pruned"),
         row(2, 3, None, "failed"),
         row(3, 8, 0.92, "reached"),

@@ -11,6 +11,7 @@ from sweep.errors import ConfigError
 REGISTRY: dict[str, str] = {
     "mjx_locomotion": "sweep.backends.mjx_locomotion:MjxLocomotion",
     "isaaclab": "sweep.backends.isaaclab:IsaacLab",
+    "replay": "sweep.backends.replay:ReplayBackend",
 }
 
 

@@ -28,7 +28,7 @@ from sweep.errors import ConfigError, require
 PHYSICS_DT_S = 0.004
 #: Physics steps per control step: control period = 5 x 4 ms = 20 ms (50 Hz policy).
 SUBSTEPS = 5
-OBS_DIM = 48
+OBS_DIM = 50
 NUM_ACTIONS = 12
 
 
@@ -56,37 +56,47 @@ class TaskParams:
     """Episodes start at a random xy within this radius (rough floor: a different patch each time)."""
     action_scale_rad: float = 0.3
     """Joint target offset per unit action (rad)."""
+    gait_hz: float = 0.0
+    """Frequency of a trotting reference added to the knee targets (0: none; the policy learns gaits alone)."""
+    gait_knee_rad: float = 0.0
+    """Knee flexion of the reference at the top of each swing (rad); diagonal legs swing together."""
     description: str = ""
 
 
 PROFILES: dict[str, TaskParams] = {
+    # Calibrated on 2 CPU cores: 256 envs x 24 steps reached 0.91 held-out success after 0.37 M env steps.
     "cpu": TaskParams(
         floor="flat",
         episode_steps=200,
-        success_threshold_mps=0.25,
-        cmd_vx=(-0.3, 0.6),
-        cmd_vy=(-0.2, 0.2),
-        cmd_yaw=(-0.3, 0.3),
-        description="flat floor, no pushes, 4 s episodes, gentle commands, mean xy error < 0.25 m/s",
+        success_threshold_mps=0.2,
+        cmd_vx=(0.0, 0.5),
+        cmd_vy=(0.0, 0.0),
+        cmd_yaw=(0.0, 0.0),
+        gait_hz=2.0,
+        gait_knee_rad=0.4,
+        description="flat floor, forward commands 0-0.5 m/s, 4 s episodes, trotting reference, mean error < 0.2 m/s",
     ),
     "gpu": TaskParams(
         floor="rough",
         episode_steps=500,
         success_threshold_mps=0.15,
-        cmd_vx=(-0.6, 1.0),
-        cmd_vy=(-0.4, 0.4),
-        cmd_yaw=(-0.7, 0.7),
+        cmd_vx=(-0.4, 0.8),
+        cmd_vy=(-0.3, 0.3),
+        cmd_yaw=(-0.6, 0.6),
         push_every_steps=150,
         push_mps=0.3,
         spawn_radius_m=8.0,
-        description="rough floor (5 cm height field), pushes every 3 s, 10 s episodes, mean xy error < 0.15 m/s",
+        gait_hz=2.0,
+        gait_knee_rad=0.4,
+        description="rough floor (5 cm height field), pushes every 3 s, 10 s episodes, omnidirectional commands, "
+        "trotting reference, mean xy error < 0.15 m/s",
     ),
 }
 
 
 def model_path() -> str:
     """Path of the Barkour v0 MJCF inside the installed ``mujoco-mjx`` wheel."""
-    mjx = require("mujoco.mjx", "sim")
+    mjx = require("mujoco.mjx")
     path = os.path.join(os.path.dirname(mjx.__file__), "test_data", "barkour_v0", "assets", "barkour_v0_mjx.xml")
     if not os.path.exists(path):
         raise ConfigError(f"backend=mjx_locomotion: model file not found at {path}; reinstall mujoco-mjx==3.17.0")
@@ -166,17 +176,29 @@ def _build_functions(model: Any, params: TaskParams, donate: bool) -> dict[str, 
         cmd = jnp.stack([uniform(k[3], params.cmd_vx), uniform(k[4], params.cmd_vy), uniform(k[5], params.cmd_yaw)])
         return qpos, jnp.zeros(model.nv), cmd, k[6]
 
-    def observe1(qpos, qvel, cmd, last_action):
+    # ctrl order: FL, HL, FR, HR x (abduction, hip, knee); diagonal pairs (FL, HR) and (HL, FR) trot together
+    knee_mask = jnp.zeros(NUM_ACTIONS).at[jnp.array([2, 5, 8, 11])].set(1.0)
+    leg_offset = jnp.repeat(jnp.array([0.0, jnp.pi, jnp.pi, 0.0]), 3)
+
+    def phase(steps):
+        return 2 * jnp.pi * params.gait_hz * steps * PHYSICS_DT_S * SUBSTEPS
+
+    def gait_offset(steps):
+        swing = jnp.maximum(0.0, jnp.sin(phase(steps) + leg_offset))
+        return params.gait_knee_rad * knee_mask * swing
+
+    def observe1(qpos, qvel, cmd, last_action, steps):
         quat = qpos[3:7]
         v = rot_inv(quat, qvel[0:3])  # world linear velocity -> body frame
         w = qvel[3:6]  # a free joint's angular velocity is already in the body frame
         g = rot_inv(quat, jnp.array([0.0, 0.0, -1.0]))
         cmd_scaled = cmd * jnp.array([2.0, 2.0, 0.25])
         joints = qpos[7:] - default_joints
-        return jnp.concatenate([v * 2.0, w * 0.25, g, cmd_scaled, joints, qvel[6:] * 0.05, last_action])
+        clock = jnp.stack([jnp.sin(phase(steps)), jnp.cos(phase(steps))])
+        return jnp.concatenate([v * 2.0, w * 0.25, g, cmd_scaled, joints, qvel[6:] * 0.05, last_action, clock])
 
     def observe(state):
-        return jax.vmap(observe1)(state.data.qpos, state.data.qvel, state.cmd, state.last_action)
+        return jax.vmap(observe1)(state.data.qpos, state.data.qvel, state.cmd, state.last_action, state.steps)
 
     def restart(state, done, keys):
         """Fresh episodes where ``done``; the stepped state elsewhere (same shapes: no recompile)."""
@@ -217,7 +239,8 @@ def _build_functions(model: Any, params: TaskParams, donate: bool) -> dict[str, 
         return state, observe(state)
 
     def physics1(data, action, cmd, last_action, steps, key, err_sum):
-        ctrl = jnp.clip(default_ctrl + params.action_scale_rad * action, ctrl_lo, ctrl_hi)
+        ctrl = default_ctrl + params.action_scale_rad * action + gait_offset(steps)
+        ctrl = jnp.clip(ctrl, ctrl_lo, ctrl_hi)
         data = data.replace(ctrl=ctrl)
         data = jax.lax.fori_loop(0, SUBSTEPS, lambda _, d: mjx.step(mjx_model, d), data)
         steps = steps + 1
@@ -310,7 +333,7 @@ class MjxLocomotionEnv(TaskEnv):
 
     # -- rsl-rl VecEnv -------------------------------------------------------------------------
     def get_observations(self) -> TensorDict:
-        """Current observations: ``{"policy": (num_envs, 48) float32}``."""
+        """Current observations: ``{"policy": (num_envs, OBS_DIM) float32}``."""
         return self._obs
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
@@ -411,7 +434,7 @@ class MjxLocomotion(Backend):
         unknown = set(knobs) - set(self.knobs)
         if unknown:
             raise ConfigError(f"knobs: unknown mjx_locomotion knob(s) {sorted(unknown)}; valid: {list(self.knobs)}")
-        require("jax", "sim")
+        require("jax")
         return MjxLocomotionEnv(
             num_envs, seed, device, PROFILES[profile], donate=bool(knobs.get("buffer_donation", True))
         )

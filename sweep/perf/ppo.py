@@ -58,7 +58,9 @@ class FastPPO(PPO):
         check = bool(self.perf_flags.get("fast_finite_check"))
         fused = bool(self.perf_flags.get("fused_optimizer"))
         sums = torch.zeros(3, device=self.device)
+        good = torch.zeros((), device=self.device)
         host = [0.0, 0.0, 0.0]
+        host_good = 0
         for batch in self.storage.mini_batch_generator(self.num_mini_batches, self.num_learning_epochs):
             advantages = batch.advantages
             if self.normalize_advantage_per_mini_batch:
@@ -86,31 +88,38 @@ class FastPPO(PPO):
             loss.backward()
             norm = torch.nn.utils.clip_grad_norm_(self.actor.parameters(), self.max_grad_norm)
             norm = norm + torch.nn.utils.clip_grad_norm_(self.critic.parameters(), self.max_grad_norm)
-            if check:
-                bad = ~torch.isfinite(norm)
+            bad = ~torch.isfinite(norm) if check else None
+            if bad is None:
+                self.optimizer.step()
+            elif fused:  # the fused kernel skips the step on the device when found_inf is set: no sync
                 self._skipped += bad
-                if fused:  # the fused kernel skips the step on the device when found_inf is set: no sync
-                    self.optimizer.found_inf = bad.float()
-                    self.optimizer.step()
-                elif bool(bad):
-                    self.optimizer.zero_grad()
-                else:
-                    self.optimizer.step()
+                self.optimizer.found_inf = bad.float()
+                self.optimizer.step()
+            elif bool(bad):
+                self._skipped += 1
+                self.optimizer.zero_grad()
+                continue
             else:
                 self.optimizer.step()
-            parts = (value_loss.detach(), surrogate_loss.detach(), entropy.mean().detach())
+            # Losses of skipped steps are left out of the means.
+            parts = torch.stack([value_loss.detach(), surrogate_loss.detach(), entropy.mean().detach()]).float()
             if lazy:
-                sums += torch.stack(parts).float()
+                ok = torch.ones((), device=self.device) if bad is None else (~bad).float()
+                sums += torch.nan_to_num(parts) * ok
+                good += ok
             else:
-                host = [h + p.item() for h, p in zip(host, parts, strict=True)]
+                if bad is not None and bool(bad):
+                    continue
+                host = [h + p for h, p in zip(host, parts.tolist(), strict=True)]
+                host_good += 1
         if fused:
             self.optimizer.found_inf = None
         obs = self.storage.observations.flatten(0, 1)
         self.actor.update_normalization(obs)
         self.critic.update_normalization(obs)
-        n = self.num_learning_epochs * self.num_mini_batches
         self.storage.clear()
         if lazy:
-            means = sums / n
+            means = sums / good  # NaN when every step was skipped
             return {"value": means[0], "surrogate": means[1], "entropy": means[2]}
+        n = host_good or float("nan")
         return {"value": host[0] / n, "surrogate": host[1] / n, "entropy": host[2] / n}

@@ -1,0 +1,112 @@
+"""Performance flags: semantics-preserving flags give the same actions and first-update losses as flags off."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import math
+
+import pytest
+import torch
+
+from sweep import perf
+from sweep.backends.mjx_locomotion import MjxLocomotionEnv, with_overrides
+from sweep.ledger import PhaseClock
+from sweep.trial import TrialConfig, _SweepLoop, agent_config
+
+N, T = 16, 8
+#: Relative tolerance for flags documented as exact "within 1e-5 relative" (different float summation order).
+RTOL = 1e-5
+
+
+def one_iteration(flags: dict, seed: int = 5) -> tuple[torch.Tensor, dict[str, float], object]:
+    """Build env + PPO with ``flags``, run one rollout and one update; return (actions, losses, alg)."""
+    from rsl_rl.algorithms import PPO
+
+    flags = perf.resolve(flags)
+    cfg = TrialConfig(num_envs=N, num_steps_per_env=T, num_mini_batches=2, num_learning_epochs=2, flags=flags)
+    env = MjxLocomotionEnv(N, seed, "cpu", with_overrides("cpu", episode_steps=50), donate=flags["buffer_donation"])
+    train_cfg = agent_config(cfg)
+    perf.apply_to_agent_config(train_cfg, flags)
+    torch.manual_seed(seed)
+    with contextlib.redirect_stdout(io.StringIO()):
+        alg = PPO.construct_algorithm(
+            env.get_observations(), env, {**copy.deepcopy(train_cfg), "multi_gpu": None}, "cpu"
+        )
+    perf.apply_to_algorithm(alg, flags)
+    captured = {}
+    update = alg.update
+
+    def spy():
+        captured["actions"] = alg.storage.actions.clone()
+        return update()
+
+    alg.update = spy
+    loop = _SweepLoop(alg, env, cfg, {**flags, "log_every": 1}, PhaseClock(), "cpu")
+    loop(1)
+    return captured["actions"], loop.last_losses, alg
+
+
+@pytest.fixture(scope="module")
+def baseline() -> tuple[torch.Tensor, dict[str, float], object]:
+    return one_iteration({})
+
+
+EXACT = [name for name, flag in perf.CATALOG.items() if flag.exact]
+
+
+@pytest.mark.parametrize("name", EXACT)
+def test_exact_flags_keep_actions_and_losses(name: str, baseline) -> None:
+    flag = perf.CATALOG[name]
+    value = 8 if name == "critic_chunk" else flag.choices[-1]
+    actions, losses, _ = one_iteration({name: value})
+    base_actions, base_losses, _ = baseline
+    assert torch.equal(actions, base_actions), f"{name} changed the actions"
+    for key, ref in base_losses.items():
+        if flag.tolerance == "bitwise":
+            assert losses[key] == pytest.approx(ref, rel=1e-7, abs=1e-9), (name, key)
+        else:
+            assert losses[key] == pytest.approx(ref, rel=RTOL, abs=1e-7), (name, key)
+
+
+def test_flags_that_change_numerics_say_so() -> None:
+    for name, flag in perf.CATALOG.items():
+        if not flag.exact:
+            assert "numerics" in flag.description or "rounding" in flag.description, name
+        assert flag.default == flag.choices[0], f"{name}: the default must be rsl-rl's behaviour"
+
+
+def test_all_flags_on_still_trains(baseline) -> None:
+    on = perf.all_on()
+    on["torch_compile"] = "none"  # compiling is slow on CI CPUs; covered by the benchmark
+    actions, losses, _ = one_iteration(on)
+    assert torch.equal(actions, baseline[0])  # the rollout is untouched until the first update
+    assert all(math.isfinite(v) for v in losses.values())
+
+
+def test_unknown_flag_or_value_is_rejected() -> None:
+    from sweep.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="warp"):
+        perf.resolve({"warp": True})
+    with pytest.raises(ConfigError, match="fused_optimizer"):
+        perf.resolve({"fused_optimizer": "yes"})
+    with pytest.raises(ConfigError, match="torch_compile"):
+        perf.resolve({"torch_compile": "max-autotune"})
+
+
+def test_non_finite_gradient_is_skipped_and_counted() -> None:
+    _, _, alg = one_iteration({"fast_finite_check": True})
+    before = [p.detach().clone() for p in alg.actor.parameters()]
+    # Fill the storage with one rollout whose rewards hold a NaN: every mini-batch's gradient is non-finite.
+    obs = alg.storage.observations[0].clone()  # the update cleared the storage; refill it by hand
+    with torch.inference_mode():
+        for _ in range(T):
+            alg.act(obs)
+            alg.process_env_step(obs, torch.full((N,), float("nan")), torch.zeros(N, dtype=torch.long), {})
+        alg.compute_returns(obs)
+    alg.update()
+    assert alg.skipped_updates() == 2 * 2  # epochs x mini-batches
+    for p, q in zip(alg.actor.parameters(), before, strict=True):
+        assert torch.equal(p, q), "a non-finite step changed the weights"

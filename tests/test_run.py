@@ -1,0 +1,140 @@
+"""``python -m sweep.run`` end to end on the replay backend (real Optuna, real Ray actors, real ledger)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+from sweep.ledger import last_rows, metrics, read_rows
+from tests.replay_table import write_table
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def space_file(tmp_path: Path, **over) -> Path:
+    table = write_table(tmp_path / "table.json")
+    data = {
+        "backend": "replay",
+        "profile": "recorded",
+        "backend_options": {"table": str(table), "time_scale": 0.002},
+        "knobs": {"num_envs": [64, 128], "num_steps_per_env": [8, 16, 64], "num_mini_batches": [4]},
+        "target": {"success": 0.9},
+        "budget": {"usd": 400.0, "trial_usd": 60.0, "max_trials": 8},
+        "price": {"gpu": "custom", "usd_per_hour": 3600.0},
+        "workers": {"num": 2, "cpus_per_trial": 1},
+        "constraints": {"max_update_period_s": 1.0},
+        "initial": [{"num_envs": 128, "num_steps_per_env": 16}, {"num_envs": 64, "num_steps_per_env": 8}],
+        "device": "cpu",
+    }
+    for key, value in over.items():
+        data[key] = value
+    path = tmp_path / "space.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def run(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "sweep.run", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+def study(run_dir: Path) -> optuna.Study:
+    return optuna.load_study(study_name="sweep", storage=f"sqlite:///{run_dir / 'study.db'}")
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("run")
+    proc = run(f"space={space_file(tmp)}", "run_id=r1", f"out={tmp / 'reports'}", cwd=tmp)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return tmp / "reports" / "r1"
+
+
+def test_every_trial_is_billed_and_the_budget_holds(finished_run: Path) -> None:
+    rows = read_rows(finished_run / "ledger.jsonl")
+    ends = last_rows(rows)
+    states = Counter(r["state"] for r in ends.values())
+    assert states["reached"] >= 1
+    assert states["pruned"] >= 1  # slow configs are pruned by cost (or infeasible ones pruned before start)
+    total = sum(metrics(r)["usd"] for r in ends.values())
+    assert total <= 400.0
+    # the study and the ledger agree trial by trial
+    s = study(finished_run)
+    assert len(s.trials) == len(ends)
+    for t in s.trials:
+        assert t.user_attrs["state"] == ends[t.number]["state"]
+
+
+def test_infeasible_configs_never_run(finished_run: Path) -> None:
+    ends = last_rows(read_rows(finished_run / "ledger.jsonl"))
+    for r in ends.values():
+        if r["params"]["num_steps_per_env"] == 64:  # 64 x 0.02 s > 1 s update period
+            assert r["state"] == "pruned" and r["billable_s"] == 0 and "update_period" in r["reason"]
+
+
+def test_the_first_trials_follow_the_initial_design(finished_run: Path) -> None:
+    s = study(finished_run)
+    first = sorted(s.trials, key=lambda t: t.number)[:2]
+    assert [(t.params["num_envs"], t.params["num_steps_per_env"]) for t in first] == [(128, 16), (64, 8)]
+
+
+def test_report_and_yaml_are_written(finished_run: Path) -> None:
+    assert (finished_run / "report.html").stat().st_size > 100_000  # plotly.js inlined
+    doc = yaml.safe_load((finished_run / "recommended.yaml").read_text())
+    assert doc["knobs"]["num_envs"] == 64 and doc["knobs"]["num_steps_per_env"] == 8
+
+
+def test_resume_continues_without_lost_or_duplicated_rows(finished_run: Path, tmp_path: Path) -> None:
+    before = read_rows(finished_run / "ledger.jsonl")
+    n_before = len(study(finished_run).trials)
+    proc = run(f"resume={finished_run}", "budget.max_trials=11", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    after = read_rows(finished_run / "ledger.jsonl")
+    assert after[: len(before)] == before  # nothing lost or rewritten
+    keys = [(r["trial"], r["iteration"], r["state"]) for r in after]
+    assert len(keys) == len(set(keys))  # nothing duplicated
+    s = study(finished_run)
+    assert len(s.trials) > n_before and len(s.trials) == len(last_rows(after))
+
+
+BAD_SPACES = [
+    ({"knobs": {"num_envz": [1]}}, "knobs.num_envz"),
+    ({"knobs": {"num_envs": []}}, "knobs.num_envs"),
+    ({"knobs": {"num_envs": [0, 64]}}, "knobs.num_envs"),
+    ({"knobs": {"num_steps_per_env": [-8]}}, "knobs.num_steps_per_env"),
+    ({"budget": {"usd": -1}}, "budget.usd"),
+    ({"price": {"gpu": "tpu9"}}, "price.gpu"),
+    ({"price": {"gpu": "h200", "kind": "reserved"}}, "price.kind"),
+    ({"backend": "bullet"}, "backend"),
+]
+
+
+@pytest.mark.parametrize(("over", "key"), BAD_SPACES)
+def test_bad_spaces_are_rejected_before_any_trial(over: dict, key: str, tmp_path: Path) -> None:
+    path = space_file(tmp_path)
+    data = yaml.safe_load(path.read_text())
+    for section, value in over.items():
+        data[section] = {**data[section], **value} if isinstance(value, dict) and section in data else value
+    if "price" in over:
+        data["price"].pop("usd_per_hour", None)
+        data["price"].update(over["price"])
+    path.write_text(yaml.safe_dump(data))
+    proc = run(f"space={path}", f"out={tmp_path / 'reports'}", cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("error:") and str(path) in line and key in line, line
+    assert not any((tmp_path / "reports").glob("*/ledger.jsonl"))

@@ -1,0 +1,125 @@
+"""The trial runner: a tiny real PPO run improves; bad arguments fail fast with one line; kills keep rows."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sweep.ledger import metrics, read_rows
+from sweep.trial import CONTINUE, TrialConfig, run_trial
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "sweep.trial", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+@pytest.mark.parametrize(
+    ("arg", "key"),
+    [
+        ("num_env=64", "num_env"),
+        ("num_envs=0", "num_envs"),
+        ("num_envs=-3", "num_envs"),
+        ("num_steps_per_env=0", "num_steps_per_env"),
+        ("profile=moon", "profile"),
+        ("price.gpu=tpu9", "price.gpu"),
+        ("price=-2", "usd_per_hour"),
+        ("seed=4294967296", "seed"),
+        ("flags.warp_drive=true", "flags"),
+        ("target=1.5", "target"),
+    ],
+)
+def test_bad_arguments_fail_with_one_line_naming_the_key(arg: str, key: str, tmp_path: Path) -> None:
+    proc = cli(arg, f"out={tmp_path / 'run'}", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip() and "warp" not in line]
+    assert len(lines) == 1 and lines[0].startswith("error:") and key in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "run" / "ledger.jsonl").exists()  # nothing ran
+
+
+def tiny(**kw) -> TrialConfig:
+    base = dict(
+        num_envs=32,
+        num_steps_per_env=16,
+        eval_episodes=16,
+        eval_every_steps=160,
+        cap_s=1e9,
+        seed=7,
+        target=1.0,
+        flags={"compile_cache": True},
+    )
+    base.update(kw)
+    return TrialConfig(**base).validate()
+
+
+def test_tiny_real_ppo_run_improves_return(tmp_path: Path) -> None:
+    rows = []
+
+    def sink(row):
+        rows.append(row)
+        return CONTINUE if len(rows) < 4 else "stop"
+
+    final = run_trial(tiny(), sink, price_usd_per_hour=1.0, price_label="test", out_dir=tmp_path)
+    assert final.state == "capped" and "budget" in final.reason  # the sink asked to stop
+    checkpoints = [r for r in rows if r.state == "running"]
+    assert len(checkpoints) == 4
+    returns = [r.mean_return for r in checkpoints]
+    assert returns[-1] > returns[0] + 0.5, returns  # PPO learns: the training return climbs
+    assert all(r.success is not None and 0 <= r.success <= 1 for r in checkpoints)
+    m = metrics(final.__dict__)
+    assert m["throughput_sps"] > 0 and m["usd"] > 0 and final.phases_s["compile"] > 0
+    assert (tmp_path / "trials" / "0000" / "checkpoint.pt").exists()
+
+
+def test_stock_mode_runs_rsl_rl_unchanged(tmp_path: Path) -> None:
+    rows = []
+    final = run_trial(tiny(mode="stock", cap_s=1.0), lambda r: rows.append(r) or CONTINUE, out_dir=tmp_path)
+    assert final.state == "capped" and final.env_steps > 0
+    assert final.phases_s["learn"] > 0 and final.phases_s["sim"] > 0
+
+
+def test_ledger_keeps_rows_when_the_trial_process_is_killed(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sweep.trial",
+            "num_envs=32",
+            "num_steps_per_env=8",
+            "eval_episodes=8",
+            "eval_every_steps=8",
+            "target=1.0",
+            "flags.compile_cache=true",
+            "price=1.0",
+            f"out={out}",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    ledger = out / "ledger.jsonl"
+    deadline = time.time() + 240
+    while time.time() < deadline and len(read_rows(ledger)) < 2:
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    rows = read_rows(ledger)
+    assert len(rows) >= 2 and all(r["state"] == "running" for r in rows)
+    assert [r["iteration"] for r in rows] == sorted(r["iteration"] for r in rows)
