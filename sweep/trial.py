@@ -201,8 +201,6 @@ def run_trial(
     out_dir: str | Path | None = None,
 ) -> Row:
     """Run one trial to its end, sending a ledger row to ``sink`` per checkpoint and one at the end."""
-    from rsl_rl.algorithms import PPO
-
     clock = PhaseClock()
     params = trial_params(cfg)
     state = {"it": 0, "env_steps": 0, "success": None, "ci": (None, None), "skipped": 0, "ret": None}
@@ -256,24 +254,13 @@ def run_trial(
             env = backend.make_env(cfg.num_envs, cfg.seed, device, cfg.profile, **knobs)
             eval_env = backend.make_env(cfg.eval_episodes, cfg.seed, device, cfg.profile, **knobs)
             seeds = panel_seeds(cfg.eval_episodes)
-            train_cfg = agent_config(cfg)
-            perf.apply_to_agent_config(train_cfg, flags)
-            with contextlib.redirect_stdout(io.StringIO()):  # rsl-rl prints the model structure
-                if cfg.mode == "stock":
-                    runner, alg = _stock_runner(env, train_cfg, device, out_dir, trial)
-                else:
-                    alg_cfg = {**copy.deepcopy(train_cfg), "multi_gpu": None}
-                    alg = PPO.construct_algorithm(env.get_observations(), env, alg_cfg, device)
-            perf.apply_to_algorithm(alg, flags)
+            trainer, alg = build_learner(cfg, env, device, flags, clock, out_dir, trial)
         clock.sync = _syncer(device, env)
         with clock.phase("compile"):
             env.warm_up()
             eval_env.warm_up()
             perf.warm_up(alg, env, flags)
         steps_per_iter = cfg.num_envs * cfg.num_steps_per_env
-        trainer = (
-            _stock_chunk(runner, clock) if cfg.mode == "stock" else _SweepLoop(alg, env, cfg, flags, clock, device)
-        )
         while True:
             n_iters = cfg.eval_every
             trainer(n_iters)
@@ -312,6 +299,33 @@ def run_trial(
         for e in (env, locals().get("eval_env")):
             if e is not None:
                 e.close()
+
+
+def build_learner(
+    cfg: TrialConfig,
+    env: Any,
+    device: str,
+    flags: dict[str, Any],
+    clock: PhaseClock,
+    out_dir: str | Path | None = None,
+    trial: int = 0,
+) -> tuple[Callable[[int], None], Any]:
+    """(train ``n`` iterations callable, PPO algorithm) for ``cfg.mode``; seeds torch with ``cfg.seed``."""
+    from rsl_rl.algorithms import PPO
+
+    torch.manual_seed(cfg.seed)
+    train_cfg = agent_config(cfg)
+    perf.apply_to_agent_config(train_cfg, flags)
+    with contextlib.redirect_stdout(io.StringIO()):  # rsl-rl prints the model structure
+        if cfg.mode == "stock":
+            runner, alg = _stock_runner(env, train_cfg, device, out_dir, trial)
+        else:
+            alg_cfg = {**copy.deepcopy(train_cfg), "multi_gpu": None}
+            alg = PPO.construct_algorithm(env.get_observations(), env, alg_cfg, device)
+    perf.apply_to_algorithm(alg, flags)
+    if cfg.mode == "stock":
+        return _stock_chunk(runner, clock), alg
+    return _SweepLoop(alg, env, cfg, flags, clock, device), alg
 
 
 def failure_reason(exc: BaseException) -> str:

@@ -59,6 +59,20 @@ class TaskEnv(VecEnv):
         """Release simulator resources (nothing by default)."""
 
 
+def sim_only_rate(env: TaskEnv, steps: int) -> float:
+    """Env steps per second of the simulator alone, fixed random actions, nothing learned (the limit)."""
+    import time
+
+    actions = torch.randn(env.num_envs, env.num_actions, device=env.device) * 0.5
+    env.sim_only_step(actions)  # compile outside the timing
+    env.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        env.sim_only_step(actions)
+    env.synchronize()
+    return env.num_envs * steps / (time.perf_counter() - t0)
+
+
 @dataclass(frozen=True)
 class Profile:
     """A named difficulty level of a task: what a trial's success means and how hard it is."""

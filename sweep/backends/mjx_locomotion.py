@@ -372,9 +372,17 @@ class MjxLocomotionEnv(TaskEnv):
     def warm_up(self) -> None:
         """Compile the step function with one throw-away step, then restore the initial state."""
         self.step(torch.zeros(self.num_envs, self.num_actions, device=self.device))
+        self.restart()
+        self.synchronize()
+
+    def restart(self) -> None:
+        """Return every env to the initial training state of this env's seed (nothing recompiles)."""
         self._state, obs = self._fn["reset"](self._keys)
         self._obs = self._wrap_obs(obs)
-        self.synchronize()
+
+    def memory_stats(self) -> dict[str, int]:
+        """The simulator device's memory counters (``peak_bytes_in_use`` ...); empty on CPU."""
+        return self._jax_device.memory_stats() or {}
 
     def sim_only_step(self, actions: torch.Tensor) -> None:
         """Step the simulator with no tensors handed back (the throughput limit)."""

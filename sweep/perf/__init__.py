@@ -158,9 +158,13 @@ def resolve(flags: dict[str, Any] | None, key: str = "flags") -> dict[str, Any]:
     return out
 
 
-def all_on() -> dict[str, Any]:
-    """Every flag at its fastest setting (the last choice)."""
-    return {name: flag.choices[-1] if name != "log_every" else 0 for name, flag in CATALOG.items()}
+def all_on(exact_only: bool = False) -> dict[str, Any]:
+    """Every flag (or every semantics-preserving one) at its fastest setting; logging off."""
+    return {
+        name: 0 if name == "log_every" else flag.choices[-1]
+        for name, flag in CATALOG.items()
+        if flag.exact or not exact_only
+    }
 
 
 def backend_knobs(flags: dict[str, Any], supported: tuple[str, ...]) -> dict[str, Any]:
