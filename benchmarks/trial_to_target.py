@@ -1,8 +1,9 @@
 """Time to target on the ``gpu`` profile: this runner vs stock rsl-rl, plus the simulator-alone rate.
 
 Variants: stock (rsl-rl OnPolicyRunner.learn), flags-off (this runner), exact-flags-on (every
-semantics-preserving flag on). Each variant is a full trial (held-out evaluation every ``eval_every_steps``, stop at the target or
-the cap), written to one ledger; every figure printed is computed from that ledger.
+semantics-preserving flag on). Each variant is a full trial (held-out evaluation every
+``eval_every_steps``, stop at the target or the cap), written to one ledger; every figure printed
+is computed from that ledger.
 
     python benchmarks/trial_to_target.py --config 4096x24 --cap-s 240 --out reports/bench
 """
@@ -73,8 +74,9 @@ def main() -> None:
     for r in ends:
         m, ph = metrics(r), r["phases_s"]
         wall = f"{m['wall_to_target_s']:.1f}" if m["wall_to_target_s"] is not None else f"> {m['wall_s']:.0f}"
+        success = "n/a" if r["success"] is None else f"{r['success']:.3f}"
         print(
-            f"| {names[r['trial']]} | {r['state']} | {r['success'] if r['success'] is None else round(r['success'], 3)} | "
+            f"| {names[r['trial']]} | {r['state']} | {success} | "
             f"{m['throughput_sps']:,.0f} | {wall} | "
             f"{m['training_s']:.1f} | {ph['compile']:.1f} | {ph['eval']:.1f} | {m['bottleneck']} |"
         )

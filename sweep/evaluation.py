@@ -70,7 +70,7 @@ def evaluate(policy: torch.nn.Module, env: TaskEnv, seeds: list[int]) -> EvalRes
     was_training = policy.training
     policy.eval()
     obs = env.reset_with_seeds(seeds)
-    finished = torch.zeros(env.num_envs, dtype=torch.bool, device=obs.device)
+    finished = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
     success = torch.zeros_like(finished)
     limit = int(env.max_episode_length) + 1
     for step in range(limit):

@@ -137,6 +137,11 @@ def agent_config(cfg: TrialConfig) -> dict[str, Any]:
     }
 
 
+def describe_device(device: str) -> str:
+    """'cpu', or the GPU's name for a CUDA device (what the ledger records)."""
+    return torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
+
+
 def resolve_device(device: str) -> str:
     """'auto' -> 'cuda' when torch sees a GPU, else 'cpu'."""
     if device == "auto":
@@ -230,7 +235,7 @@ def run_trial(
             skipped_updates=state["skipped"],
             mean_return=state["ret"],
             reason=reason,
-            device=device,
+            device=describe_device(device),
             seed=cfg.seed,
         )
 

@@ -97,6 +97,26 @@ def test_report_and_yaml_are_written(finished_run: Path) -> None:
     assert doc["knobs"]["num_envs"] == 64 and doc["knobs"]["num_steps_per_env"] == 8
 
 
+def test_recommended_yaml_re_runs_through_sweep_trial(finished_run: Path, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sweep.trial",
+            f"config={finished_run / 'recommended.yaml'}",
+            "price=3600",
+            f"out={tmp_path / 'rerun'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "reached" in proc.stdout and "USD to target" in proc.stdout
+
+
 def test_resume_continues_without_lost_or_duplicated_rows(finished_run: Path, tmp_path: Path) -> None:
     before = read_rows(finished_run / "ledger.jsonl")
     n_before = len(study(finished_run).trials)

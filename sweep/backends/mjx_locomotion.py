@@ -261,13 +261,13 @@ def _build_functions(model: Any, params: TaskParams, donate: bool) -> dict[str, 
             + 0.5 * jnp.exp(-(err_yaw**2) / 0.25)
             - 2.0 * v[2] ** 2
             - 0.05 * jnp.sum(w[0:2] ** 2)
-            - 1.0 * jnp.sum(g[0:2] ** 2)
+            - 5.0 * jnp.sum(g[0:2] ** 2)
             - 1e-5 * jnp.sum(data.actuator_force**2)
             - 0.01 * jnp.sum((action - last_action) ** 2)
         ) * dt
         height = qpos[2] - terrain_height(qpos[0:2])
         fell = (g[2] > -0.5) | (height < 0.1) | ~jnp.all(jnp.isfinite(qpos))
-        rew = jnp.where(fell, rew - 1.0, rew)
+        rew = jnp.where(fell, rew - 2.0, rew)
         err_sum = err_sum + err_xy
         time_out = (steps >= params.episode_steps) & ~fell
         success = ~fell & (err_sum / steps < params.success_threshold_mps)
@@ -401,7 +401,7 @@ class MjxLocomotionEnv(TaskEnv):
         return self._fn["step"]._cache_size()
 
     def _wrap_obs(self, obs: Any) -> TensorDict:
-        return TensorDict({"policy": torch.from_dlpack(obs)}, batch_size=[self.num_envs])
+        return TensorDict({"policy": torch.from_dlpack(obs)}, batch_size=[self.num_envs], device=self.device)
 
 
 def jax_put(x: Any, device: Any) -> Any:

@@ -1,0 +1,122 @@
+"""Record real trials as a replay table (``sweep.backends.replay``): a grid run on a GPU, or existing ledgers.
+
+Grid (on the GPU; each trial runs to the target or the cap, no pruning, every checkpoint kept):
+
+    python benchmarks/record_trials.py grid --num-envs 2048,4096,8192 --horizons 12,24,48 \
+        --flags fused_optimizer,buffer_donation --seeds 1,2 --cap-s 150 --out benchmarks/data/h200_grid.json
+
+From ledgers already written (a sweep's trials are real trials too; pruned ones are kept only up to
+where they were stopped, so they are marked ``truncated``):
+
+    python benchmarks/record_trials.py ledgers reports/<run_id>/ledger.jsonl --out benchmarks/data/h200_sweep.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+CURVE_KEYS = (
+    "iteration",
+    "env_steps",
+    "billable_s",
+    "phases_s",
+    "success",
+    "success_lo",
+    "success_hi",
+    "eval_episodes",
+    "mean_return",
+)
+
+
+def table_from_rows(rows: list[dict], device: str, profile: str) -> dict[str, Any]:
+    """Group ledger rows by trial into replay records (curve = checkpoint rows, end = the last row)."""
+    trials: dict[tuple, dict] = {}
+    for r in rows:
+        key = (r["run_id"], r["trial"])
+        rec = trials.setdefault(key, {"params": r["params"], "seed": r.get("seed", 0), "curve": [], "end": {}})
+        if r["state"] == "running":
+            rec["curve"].append({k: r.get(k) for k in CURVE_KEYS})
+        else:
+            rec["end"] = {"state": r["state"], "reason": r.get("reason", ""), "billable_s": r["billable_s"]}
+            rec["truncated"] = r["state"] in ("pruned", "failed")
+    return {"device": device, "profile": profile, "control_dt_s": 0.02, "trials": list(trials.values())}
+
+
+def grid(args: argparse.Namespace) -> list[dict]:
+    """Run every grid point (and seed) to its end with no pruning; returns all ledger rows."""
+    import torch
+
+    from sweep.trial import CONTINUE, TrialConfig, run_trial
+
+    rows: list[dict] = []
+    flags = [f for f in args.flags.split(",") if f]
+    points = itertools.product(
+        [int(x) for x in args.num_envs.split(",")],
+        [int(x) for x in args.horizons.split(",")],
+        itertools.product([False, True], repeat=len(flags)),
+        [int(s) for s in args.seeds.split(",")],
+    )
+    for i, (n, h, values, seed) in enumerate(points):
+        cfg = TrialConfig(
+            profile=args.profile,
+            num_envs=n,
+            num_steps_per_env=h,
+            seed=seed,
+            cap_s=args.cap_s,
+            flags={**dict(zip(flags, values, strict=True)), "compile_cache": True},
+            save_checkpoints=False,
+        ).validate()
+        end = run_trial(
+            cfg,
+            lambda r: rows.append(r.__dict__) or CONTINUE,
+            run_id="grid",
+            trial=i,
+            price_usd_per_hour=1.0,
+            price_label="recorded",
+        )
+        print(
+            f"{i:3d} {n}x{h} {dict(zip(flags, values, strict=True))} seed {seed}: {end.state} "
+            f"at {end.billable_s:.0f} s (success {end.success})",
+            flush=True,
+        )
+    print("device:", torch.cuda.get_device_name(0) if torch.cuda.is_available() else "CPU")
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("grid")
+    g.add_argument("--num-envs", default="2048,4096,8192")
+    g.add_argument("--horizons", default="12,24,48")
+    g.add_argument("--flags", default="fused_optimizer,buffer_donation")
+    g.add_argument("--seeds", default="1")
+    g.add_argument("--profile", default="gpu")
+    g.add_argument("--cap-s", type=float, default=150.0)
+    g.add_argument("--device-name", default="")
+    led = sub.add_parser("ledgers")
+    led.add_argument("paths", nargs="+")
+    led.add_argument("--device-name", default="")
+    led.add_argument("--profile", default="gpu")
+    for p in (g, led):
+        p.add_argument("--out", required=True)
+    args = parser.parse_args()
+    if args.cmd == "grid":
+        rows = grid(args)
+    else:
+        from sweep.ledger import read_rows
+
+        rows = [r for path in args.paths for r in read_rows(path)]
+    device = args.device_name or next((r.get("device") for r in rows if r.get("device")), "unknown")
+    table = table_from_rows(rows, device, args.profile)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(table, indent=0))
+    print(f"{len(table['trials'])} trials -> {args.out}")
+
+
+if __name__ == "__main__":
+    main()

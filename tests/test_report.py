@@ -1,0 +1,116 @@
+"""Report tables equal the ledger's numbers; the HTML opens offline in headless Chromium."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sweep import report
+from sweep.ledger import LedgerWriter, metrics
+from tests.test_planner import row
+
+
+def write_run(tmp_path: Path) -> tuple[Path, list[dict]]:
+    rows = [
+        row(0, 5, 0.4),
+        row(0, 10, 0.95, "reached"),
+        row(1, 4, 0.2),
+        row(1, 6, 0.3, "pruned"),
+        row(2, 3, None, "failed"),
+        row(3, 4, 0.5),
+        row(3, 8, 0.91, "reached"),
+        row(4, 12, 0.6, "capped"),
+    ]
+    for r in rows:
+        r.update(
+            run_id="t",
+            params={"num_envs": 64 * (r["trial"] + 1), "num_steps_per_env": 24, "flag.x": True},
+            reason="",
+            success_lo=None,
+            success_hi=None,
+            eval_episodes=256,
+            price_label="test",
+        )
+    run_dir = tmp_path / "run"
+    with LedgerWriter(run_dir / "ledger.jsonl") as w:
+        for r in rows:
+            w.append(r)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump({"budget": {"usd": 50.0}, "target": {"success": 0.9}}))
+    return run_dir, rows
+
+
+def test_tables_equal_numbers_recomputed_from_the_ledger(tmp_path: Path) -> None:
+    _, rows = write_run(tmp_path)
+    trials = report.trials_table(rows).set_index("trial")
+    assert list(trials["state"]) == ["reached", "pruned", "failed", "reached", "capped"]
+    assert trials.loc[1, "usd"] == pytest.approx(6.0)  # pruned spend counted
+    assert trials.loc[2, "usd"] == pytest.approx(3.0)  # failed spend counted
+    assert trials.loc[3, "usd_to_target"] == pytest.approx(metrics(rows[6])["usd_to_target"])
+    card = report.summary_card(rows)
+    assert card["total_usd"] == pytest.approx(10 + 6 + 3 + 8 + 12)
+    assert card["pruned_failed_share"] == pytest.approx(9 / 39)
+    assert card["recommended"]["trial"] == 3 and card["trials_by_state"] == {
+        "reached": 2,
+        "pruned": 1,
+        "failed": 1,
+        "capped": 1,
+    }
+    burn = report.burn_table(rows, 50.0)
+    assert burn["spent_usd"].iloc[-1] == pytest.approx(39.0)
+    assert burn["left_usd"].iloc[-1] == pytest.approx(11.0)
+    curves = report.curves_table(rows)
+    assert len(curves) == sum(r["success"] is not None for r in rows)
+
+
+def test_report_is_one_self_contained_file(tmp_path: Path) -> None:
+    run_dir, _ = write_run(tmp_path)
+    html = report.write(run_dir).read_text()
+    assert not re.search(r"<script[^>]+src=\"http", html)
+    assert "Plotly.newPlot" in html and "sortTable" in html
+
+
+def chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(chromium() is None, reason="Chromium is not installed")
+def test_report_renders_offline_in_headless_chromium(tmp_path: Path) -> None:
+    run_dir, rows = write_run(tmp_path)
+    page = report.write(run_dir)
+    proc = subprocess.run(
+        [
+            chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--proxy-server=127.0.0.1:9",
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    dom = proc.stdout
+    pareto = dom[dom.index('id="fig-pareto"') :]
+    pareto = pareto[: pareto.index("</section>")]
+    assert "main-svg" in pareto, "plotly did not render the Pareto chart"
+    trials = len({r["trial"] for r in rows})
+    assert len(re.findall(r'class="point"', pareto)) == trials  # one marker per trial
+    console_errors = [line for line in proc.stderr.splitlines() if "CONSOLE" in line and "ERROR" in line.upper()]
+    assert not console_errors, console_errors
