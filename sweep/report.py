@@ -33,7 +33,7 @@ def trials_table(rows: list[dict]) -> Any:
         m = metrics(r)
         rec: dict[str, Any] = {"trial": trial, "state": r["state"], "reason": r.get("reason", "")}
         rec.update({k: r["params"].get(k) for k in KNOB_COLUMNS})
-        rec["flags"] = ", ".join(f"{k[5:]}={v}" for k, v in sorted(r["params"].items()) if k.startswith("flag."))
+        rec["flags"] = changed_flags(r["params"])
         rec.update(
             {
                 "env_steps": r["env_steps"],
@@ -115,6 +115,9 @@ def burn_table(rows: list[dict], budget_usd: float | None) -> Any:
         delta = cost - previous.get(r["trial"], 0.0)
         previous[r["trial"]] = cost
         points.append({"wall_time": r["wall_time"], "delta_usd": delta})
+    if rows:  # the curve starts at the first trial's start, with nothing spent
+        first = min(rows, key=lambda r: r["wall_time"] - r["billable_s"])
+        points.insert(0, {"wall_time": first["wall_time"] - first["billable_s"], "delta_usd": 0.0})
     df = pd.DataFrame.from_records(points, columns=["wall_time", "delta_usd"])
     df["spent_usd"] = df["delta_usd"].cumsum()
     if budget_usd is not None:
@@ -245,11 +248,30 @@ def _ci(lo: float | None, hi: float | None) -> str:
     return f"95% CI {lo:.3f}-{hi:.3f}" if lo is not None and hi is not None else "no interval recorded"
 
 
+def changed_flags(params: dict[str, Any]) -> str:
+    """The perf flags of a trial that differ from rsl-rl's behaviour, e.g. 'fused_optimizer, log_every=0'."""
+    from sweep import perf
+
+    return ", ".join(
+        k[5:] if v is True else f"{k[5:]}={v}"
+        for k, v in sorted(params.items())
+        if k.startswith("flag.") and k[5:] in perf.CATALOG and v != perf.CATALOG[k[5:]].default
+    )
+
+
+def describe_params(params: dict[str, Any]) -> str:
+    """'4096 envs x 12 steps, 4 mini-batches; flags on: a, b' (flags at their defaults are left out)."""
+    text = f"{params.get('num_envs')} envs x {params.get('num_steps_per_env')} steps, "
+    text += f"{params.get('num_mini_batches')} mini-batches"
+    flags = changed_flags(params)
+    return text + (f"; flags on: {flags}" if flags else "; no perf flags")
+
+
 def _card_html(card: dict[str, Any]) -> str:
     rec = card["recommended"]
     lines = []
     if rec:
-        knobs = ", ".join(f"{k}={v}" for k, v in rec["params"].items() if k not in ("backend", "mode"))
+        knobs = describe_params(rec["params"])
         lo, hi = rec["success_ci"]
         lines += [
             f"<p><b>Recommended (trial {rec['trial']}):</b> {html.escape(knobs)}</p>",
@@ -342,7 +364,7 @@ def text_summary(run_dir: str | Path) -> str:
     ]
     rec = card["recommended"]
     if rec:
-        knobs = ", ".join(f"{k}={v}" for k, v in rec["params"].items() if k not in ("backend", "mode"))
+        knobs = describe_params(rec["params"])
         lo, hi = rec["success_ci"]
         lines += [
             f"best: trial {rec['trial']} ({knobs})",
