@@ -345,6 +345,12 @@ def validate(cfg: RunConfig) -> RunConfig:
             cfg.price.usd_per_hour,
             key=f"{where}: price",
         )
+    period = min(cfg.knobs.num_steps_per_env) * backend.control_dt_s(cfg.profile if cfg.profile != "auto" else "cpu")
+    if period > cfg.constraints.max_update_period_s:
+        raise ConfigError(
+            f"{where}: constraints.max_update_period_s: no config can satisfy it: the shortest horizon "
+            f"({min(cfg.knobs.num_steps_per_env)} steps) takes {period:g} s; raise the bound or add shorter horizons"
+        )
     for i, initial in enumerate(cfg.initial):
         if not isinstance(initial, dict):
             raise ConfigError(f"{where}: initial[{i}]: expected a mapping of knob values")

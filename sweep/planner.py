@@ -26,7 +26,7 @@ from sweep import space
 from sweep.config import RunConfig
 from sweep.ledger import LedgerWriter, Row, last_rows, metrics, read_rows
 from sweep.prices import Price, usd
-from sweep.trial import CONTINUE, PRUNE, STOP
+from sweep.trial import CONTINUE, PRUNE, STOP, trial_params
 
 #: A running trial's reservation includes one more checkpoint interval beyond its allowance.
 RESERVE_MARGIN = 1.1
@@ -130,10 +130,8 @@ class Planner:
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         seed = self.cfg.seeds.sampler
-        if self.cfg.sampler == "random":
+        if self.cfg.sampler in ("random", "grid"):  # grid: every point enqueued below, in a seeded order
             sampler = optuna.samplers.RandomSampler(seed=seed)
-        elif self.cfg.sampler == "grid":
-            sampler = optuna.samplers.GridSampler(space.grid(self.cfg), seed=seed)
         else:
             sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(4, len(self.cfg.initial) + 2))
         storage = f"sqlite:///{(self.run_dir / 'study.db').resolve()}"
@@ -148,6 +146,9 @@ class Planner:
         if not study.trials:
             for initial in self.cfg.initial:
                 study.enqueue_trial(initial, skip_if_exists=True)
+            if self.cfg.sampler == "grid":
+                for point in space.grid_points(self.cfg, seed):
+                    study.enqueue_trial(point, skip_if_exists=True)
         return study
 
     # -- accounting (all from ledger rows) -------------------------------------------------------
@@ -212,10 +213,11 @@ class Planner:
     def _may_start(self, study: Any) -> bool:
         if self.stopping:
             return False
-        if len(study.trials) - len(self.running) >= self.cfg.budget.max_trials:
+        started = _started(study)
+        if started >= self.cfg.budget.max_trials:
             self.stopping = f"trial limit ({self.cfg.budget.max_trials}) reached"
             return False
-        if self.cfg.sampler == "grid" and study.trials and _grid_exhausted(study):
+        if self.cfg.sampler == "grid" and started >= len(space.grid_points(self.cfg, 0)):
             self.stopping = "every grid point tried"
             return False
         allowance = allowance_usd(self.cfg.budget.trial_usd, self.best_usd(), self.cfg.prune)
@@ -239,7 +241,7 @@ class Planner:
                 params, self.cfg, self.profile, self.cfg.seeds.training + trial.number, cap_s
             )
             trial.set_user_attr("trial_config", _plain(trial_cfg))
-            self.running[trial.number] = Running(trial.number, trial, params, allowance=allowance)
+            self.running[trial.number] = Running(trial.number, trial, trial_params(trial_cfg), allowance=allowance)
             node = self.pool.submit(trial.number, trial_cfg, self.cfg.run_id, self.price, str(self.run_dir))
             trial.set_user_attr("node", node)
 
@@ -292,8 +294,11 @@ class Planner:
             study.tell(trial, [m["usd"], m["wall_s"]])
         del self.running[run.number]
 
-    def _fail_lost(self, study: Any, run: Running, reason: str) -> None:
-        """A trial whose worker died: billed to its last row plus the time until the death was seen."""
+    def _fail_lost(self, study: Any, run: Running, reason: str, state: str = "failed") -> None:
+        """A trial whose worker died (or was stopped): billed to its last row plus the time until that was seen.
+
+        Optuna is told FAIL: the trial did not finish, through no fault of its config.
+        """
         import optuna
 
         last = run.rows[-1] if run.rows else None
@@ -302,8 +307,8 @@ class Planner:
         end = Row(
             run_id=self.cfg.run_id,
             trial=run.number,
-            state="failed",
-            params=_trial_params(run),
+            state=state,
+            params=run.params,
             iteration=last["iteration"] if last else 0,
             env_steps=last["env_steps"] if last else 0,
             billable_s=billable,
@@ -316,7 +321,7 @@ class Planner:
         )
         end.phases_s["other"] = end.phases_s.get("other", 0.0) + billable - (last["billable_s"] if last else 0.0)
         self._write(end.__dict__)
-        run.optuna_trial.set_user_attr("state", "failed")
+        run.optuna_trial.set_user_attr("state", state)
         run.optuna_trial.set_user_attr("reason", reason)
         study.tell(run.optuna_trial, state=optuna.trial.TrialState.FAIL)
         del self.running[run.number]
@@ -346,9 +351,10 @@ class Planner:
         study.tell(trial, state=optuna.trial.TrialState.PRUNED)
 
     def _stop_running(self, study: Any, reason: str) -> None:
+        """Ctrl-C: kill the running trials and bill each up to now (they end 'capped', not failed)."""
         self.pool.stop_all()
         for run in list(self.running.values()):
-            self._fail_lost(study, run, reason)
+            self._fail_lost(study, run, reason, state="capped")
 
     def _close_orphans(self, study: Any) -> None:
         """On resume: trials left running by a dead driver end 'failed', billed to their last row."""
@@ -375,19 +381,17 @@ class Planner:
         self.rows.append(row)
 
 
-def _trial_params(run: Running) -> dict[str, Any]:
-    return run.rows[-1]["params"] if run.rows else dict(run.params)
+def _started(study: Any) -> int:
+    """Trials asked for so far (enqueued ones still waiting are not)."""
+    import optuna
+
+    return sum(t.state != optuna.trial.TrialState.WAITING for t in study.get_trials(deepcopy=False))
 
 
 def _plain(cfg: Any) -> dict[str, Any]:
     from dataclasses import asdict
 
     return asdict(cfg)
-
-
-def _grid_exhausted(study: Any) -> bool:
-    sampler = study.sampler
-    return bool(getattr(sampler, "is_exhausted", lambda s: False)(study))
 
 
 def summary_figures(rows: list[dict]) -> dict[str, Any]:

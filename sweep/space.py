@@ -27,9 +27,15 @@ def suggest(trial: Any, cfg: RunConfig) -> dict[str, Any]:
     return {name: trial.suggest_categorical(name, values) for name, values in choices(cfg).items()}
 
 
-def grid(cfg: RunConfig) -> dict[str, list[Any]]:
-    """The search space as Optuna's GridSampler wants it."""
-    return choices(cfg)
+def grid_points(cfg: RunConfig, seed: int) -> list[dict[str, Any]]:
+    """Every combination of the choices, in an order shuffled by ``seed`` (grid search)."""
+    import itertools
+    import random
+
+    names, values = zip(*choices(cfg).items(), strict=True)
+    points = [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values)]
+    random.Random(seed).shuffle(points)
+    return points
 
 
 def trial_config(params: dict[str, Any], cfg: RunConfig, profile: str, seed: int, cap_s: float) -> TrialConfig:

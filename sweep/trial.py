@@ -256,6 +256,7 @@ def run_trial(
             device = resolve_device(cfg.device)
             torch.manual_seed(cfg.seed)
             knobs = perf.backend_knobs(flags, backend.knobs)
+            knobs.update((k, v) for k, v in cfg.backend_options.items() if k in backend.knobs)
             env = backend.make_env(cfg.num_envs, cfg.seed, device, cfg.profile, **knobs)
             eval_env = backend.make_env(cfg.eval_episodes, cfg.seed, device, cfg.profile, **knobs)
             seeds = panel_seeds(cfg.eval_episodes)
@@ -335,7 +336,10 @@ def build_learner(
 
 def failure_reason(exc: BaseException) -> str:
     """One line saying why a trial failed."""
-    if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower():
+    text = str(exc).lower()
+    if isinstance(exc, torch.cuda.OutOfMemoryError) or any(
+        k in text for k in ("out of memory", "not enough memory", "resource_exhausted")
+    ):
         return "out of device memory: " + str(exc).splitlines()[0][:200]
     text = str(exc).splitlines()[0] if str(exc) else ""
     return f"{type(exc).__name__}: {text}"[:300]

@@ -100,6 +100,7 @@ class WorkerPool:
         self.use_gpu = use_gpu
         self.cfg = cfg
         self.owns_ray = False
+        self.dashboard_url: str | None = None
         if not ray.is_initialized():
             os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
             kwargs: dict[str, Any] = {"namespace": "sweep", "log_to_driver": False, "configure_logging": False}
@@ -112,7 +113,8 @@ class WorkerPool:
                     dashboard_host=cfg.host,
                 )
             try:
-                ray.init(**kwargs)
+                context = ray.init(**kwargs)
+                self.dashboard_url = getattr(context, "dashboard_url", None) or None
             except ConnectionError as exc:
                 raise ConfigError(f"workers.address={cfg.address}: cannot join the Ray cluster ({exc})") from exc
             self.owns_ray = True

@@ -1,0 +1,244 @@
+"""Search efficiency on recorded trials: this planner vs random search vs grid search vs ASHA on mean reward.
+
+Every strategy draws trials from the same recorded table (``benchmarks/record_trials.py``); time and
+spend come from the record. The planner, random and grid runs use the real :class:`sweep.planner.Planner`
+(Optuna, cost pruning, budget) with an in-process pool; ASHA on mean reward (what Isaac Lab's Ray
+tuner optimizes) is successive halving on the training return. For each of ``--reps`` sampler
+seeds it reports the study USD spent until a config within 10% of the table's best USD-to-target
+was found, and the USD-to-target of the final recommendation; then medians and ratios.
+
+    python benchmarks/search_efficiency.py benchmarks/data/cpu_grid.json --reps 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from sweep import config as config_mod
+from sweep.backends.replay import config_key, load_table
+from sweep.ledger import last_rows, metrics, read_rows
+from sweep.planner import Planner, summary_figures
+from sweep.prices import resolve
+from sweep.trial import CONTINUE, TrialConfig, run_trial
+
+PRICE = resolve("custom", usd_per_hour=3600.0)  # 1 billable second = $1: figures read as seconds too
+
+
+class InlinePool:
+    """The planner's pool interface, trials run in threads of this process (replayed trials only)."""
+
+    size = 1
+
+    def __init__(self) -> None:
+        self.rows: list[dict] = []
+        self.lock = threading.Lock()
+        self.answers: dict[tuple[int, int], tuple[threading.Event, list[str]]] = {}
+        self.threads: dict[int, threading.Thread] = {}
+
+    def idle(self) -> int:
+        return self.size - sum(t.is_alive() for t in self.threads.values())
+
+    def submit(self, trial: int, cfg: TrialConfig, run_id: str, price: Any, out_dir: str) -> str:
+        def sink(row: Any) -> str:
+            event, answer = threading.Event(), [CONTINUE]
+            key = (row.trial, row.iteration)
+            if row.state == "running":
+                with self.lock:
+                    self.answers[key] = (event, answer)
+            with self.lock:
+                self.rows.append(row.__dict__)
+            if row.state == "running":
+                event.wait(30)
+            return answer[0]
+
+        thread = threading.Thread(
+            target=run_trial,
+            args=(cfg, sink),
+            kwargs={
+                "run_id": run_id,
+                "trial": trial,
+                "price_usd_per_hour": price.usd_per_hour,
+                "price_label": price.label,
+            },
+            daemon=True,
+        )
+        self.threads[trial] = thread
+        thread.start()
+        return "inline"
+
+    def drain_rows(self) -> list[dict]:
+        with self.lock:
+            rows, self.rows = self.rows, []
+        return rows
+
+    def lost(self) -> list[tuple[int, str]]:
+        return []
+
+    def decide(self, trial: int, iteration: int, answer: str) -> None:
+        with self.lock:
+            event, box = self.answers.pop((trial, iteration), (None, None))
+        if event is not None:
+            box[0] = answer
+            event.set()
+
+    def stop_all(self) -> None:
+        pass
+
+
+def table_space(table: dict[str, Any]) -> dict[str, list]:
+    """Knob choices of a full-grid table (every combination must be recorded)."""
+    trials = table["trials"]
+    knobs: dict[str, set] = {}
+    for t in trials:
+        for k, v in t["params"].items():
+            if k in ("num_envs", "num_steps_per_env", "num_mini_batches") or k.startswith("flag."):
+                knobs.setdefault(k, set()).add(v)
+    return {k: sorted(v) for k, v in knobs.items()}
+
+
+def best_usd_to_target(table: dict[str, Any], target: float) -> float:
+    """The cheapest recorded cost to target (billable seconds x PRICE) over the whole table."""
+    best = float("inf")
+    for t in table["trials"]:
+        for point in t["curve"]:
+            if point.get("success") is not None and point["success"] >= target:
+                best = min(best, point["billable_s"] * PRICE.usd_per_hour / 3600.0)
+                break
+    return best
+
+
+def run_planner(table_path: str, space: dict[str, list], strategy: str, seed: int, args: Any) -> list[dict]:
+    """One study with the real planner; returns its ledger rows."""
+    flags = {k[5:]: v for k, v in space.items() if k.startswith("flag.")}
+    data = {
+        "backend": "replay",
+        "profile": "recorded",
+        "backend_options": {"table": table_path, "time_scale": 0.0},
+        "knobs": {
+            "num_envs": space["num_envs"],
+            "num_steps_per_env": space["num_steps_per_env"],
+            "num_mini_batches": space.get("num_mini_batches", [4]),
+            "flags": flags,
+        },
+        "target": {"success": args.target},
+        "price": {"gpu": "custom", "usd_per_hour": PRICE.usd_per_hour},
+        "budget": {"usd": args.budget, "trial_usd": args.trial_cap, "max_trials": args.max_trials},
+        "constraints": {"max_update_period_s": 10.0},
+        "seeds": {"sampler": seed, "training": seed},
+        "sampler": "tpe" if strategy == "planner" else strategy,
+        "prune": strategy == "planner",
+    }
+    cfg = config_mod.validate(config_mod.build(data, "search_efficiency", has_gpu=False))
+    cfg.run_id = f"{strategy}-{seed}"
+    with tempfile.TemporaryDirectory() as tmp:
+        Planner(cfg, Path(tmp), InlinePool(), PRICE, "recorded", 0.02).run()
+        return read_rows(Path(tmp) / "ledger.jsonl")
+
+
+def run_asha(table: dict[str, Any], seed: int, args: Any, eta: int = 3, rungs: int = 3) -> list[dict]:
+    """Successive halving on mean training return: the rows it would have paid for, in order."""
+    rng = random.Random(seed)
+    configs = {}
+    for t in table["trials"]:
+        configs.setdefault(config_key(t["params"]), []).append(t)
+    keys = list(configs)
+    rng.shuffle(keys)
+    n = eta ** (rungs - 1) * 2
+    alive = keys[:n]
+    rows: list[dict] = []
+    spent: dict[tuple, float] = {}
+    for rung in range(rungs):
+        limit = args.trial_cap * 3600.0 / PRICE.usd_per_hour * eta ** (rung - rungs + 1)
+        scores = {}
+        for key in alive:
+            record = configs[key][seed % len(configs[key])]
+            upto = [p for p in record["curve"] if p["billable_s"] <= limit] or record["curve"][:1]
+            done_s = upto[-1]["billable_s"]
+            new = max(0.0, done_s - spent.get(key, 0.0))  # a promoted trial continues where it stopped
+            spent[key] = max(spent.get(key, 0.0), done_s)
+            reached = next((p for p in upto if (p.get("success") or 0) >= args.target), None)
+            rows.append(
+                {
+                    "key": key,
+                    "usd": new * PRICE.usd_per_hour / 3600.0,
+                    "usd_to_target": reached["billable_s"] * PRICE.usd_per_hour / 3600.0 if reached else None,
+                }
+            )
+            returns = [p.get("mean_return") for p in upto if p.get("mean_return") is not None]
+            scores[key] = returns[-1] if returns else float("-inf")
+        alive = sorted(alive, key=lambda k: -scores[k])[: max(1, len(alive) // eta)]
+    rows.append({"key": alive[0], "usd": 0.0, "final": True})
+    return rows
+
+
+def usd_until_found(order: list[tuple[float, float | None]], threshold: float) -> float | None:
+    """Cumulative spend over trials in start order until one reached the target within ``threshold``."""
+    total = 0.0
+    for usd, to_target in order:
+        total += usd
+        if to_target is not None and to_target <= threshold:
+            return total
+    return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("table")
+    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--target", type=float, default=0.9)
+    parser.add_argument("--budget", type=float, default=1e9, help="study budget (recorded seconds = $ here)")
+    parser.add_argument("--trial-cap", type=float, default=300.0)
+    parser.add_argument("--max-trials", type=int, default=12)
+    args = parser.parse_args()
+    table = load_table(args.table)
+    space = table_space(table)
+    best = best_usd_to_target(table, args.target)
+    threshold = 1.1 * best
+    print(
+        f"table {args.table}: {len(table['trials'])} recorded trials, best USD-to-target {best:.1f} "
+        f"(recorded seconds), within 10%: <= {threshold:.1f}"
+    )
+    found: dict[str, list[float]] = {}
+    final: dict[str, list[float]] = {}
+    for strategy in ("planner", "random", "grid", "asha"):
+        for seed in range(args.reps):
+            if strategy == "asha":
+                rows = run_asha(table, seed, args)
+                order = [(r["usd"], r.get("usd_to_target")) for r in rows if not r.get("final")]
+                winner = next(r["key"] for r in rows if r.get("final"))
+                recs = [r for r in rows if r["key"] == winner and r.get("usd_to_target") is not None]
+                rec_usd = recs[0]["usd_to_target"] if recs else None
+            else:
+                rows = run_planner(args.table, space, strategy, seed, args)
+                ends = last_rows(rows)
+                order = [(metrics(r)["usd"], metrics(r)["usd_to_target"]) for _, r in sorted(ends.items())]
+                figures = summary_figures(rows)
+                rec_usd = (
+                    metrics(ends[figures["best_trial"]])["usd_to_target"] if figures["best_trial"] is not None else None
+                )
+            spent = usd_until_found(order, threshold)
+            found.setdefault(strategy, []).append(spent if spent is not None else float("inf"))
+            final.setdefault(strategy, []).append(rec_usd if rec_usd is not None else float("inf"))
+    print(
+        "\n| strategy | median study USD until within 10% of best | found in | median USD-to-target of the "
+        "recommendation |\n|---|---|---|---|"
+    )
+    med = {s: statistics.median(v) for s, v in found.items()}
+    for s in found:
+        hits = sum(v != float("inf") for v in found[s])
+        print(f"| {s} | {med[s]:.1f} | {hits}/{len(found[s])} | {statistics.median(final[s]):.1f} |")
+    for other in ("random", "grid", "asha"):
+        ratio = med[other] / med["planner"] if med["planner"] not in (0, float("inf")) else float("nan")
+        print(f"planner spends {ratio:.2f}x less than {other} to get within 10% of the best")
+    print(json.dumps({"found": found, "final": final}, default=str)[:0])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+"""Faults injected for real: killed workers, a killed driver, Ctrl-C, divergence, out of memory, a soak run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import optuna
+import pytest
+import torch
+import yaml
+
+from sweep.backends.mjx_locomotion import MjxLocomotion
+from sweep.ledger import last_rows, metrics, read_rows
+from sweep.trial import CONTINUE, TrialConfig, run_trial
+from tests.test_run import ROOT, run, space_file, study
+
+
+def start(space: Path, run_id: str, out: Path) -> subprocess.Popen:
+    """The main command in its own process group (so a kill takes Ray's processes with it)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "sweep.run", f"space={space}", f"run_id={run_id}", f"out={out}"],
+        cwd=out.parent,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_rows(path: Path, predicate, timeout: float = 120.0) -> list[dict]:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        rows = read_rows(path)
+        if predicate(rows):
+            return rows
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting on {path}")
+
+
+def slow_space(tmp_path: Path, **over) -> Path:
+    """Replayed trials that take a few real seconds each (time_scale), so faults land mid-trial."""
+    path = space_file(tmp_path)
+    data = yaml.safe_load(path.read_text())
+    data["backend_options"]["time_scale"] = 0.05
+    data["workers"]["num"] = 1
+    data.update(over)
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.fixture(autouse=True)
+def no_stray_ray():
+    yield
+    subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "stop", "--force"], capture_output=True, check=False)
+
+
+def test_killed_worker_fails_its_trial_and_the_study_goes_on(tmp_path: Path) -> None:
+    out = tmp_path / "reports"
+    proc = start(slow_space(tmp_path), "w", out)
+    ledger = out / "w" / "ledger.jsonl"
+    wait_rows(ledger, lambda rows: sum(r["state"] == "running" for r in rows) >= 3)
+    pids = subprocess.run(["pgrep", "-f", "ray::TrialWorker"], capture_output=True, text=True).stdout.split()
+    assert pids, "no worker process found"
+    os.kill(int(pids[0]), signal.SIGKILL)
+    _, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, err
+    rows = read_rows(ledger)
+    ends = last_rows(rows)
+    lost = [r for r in ends.values() if r["state"] == "failed" and "worker lost" in r["reason"]]
+    assert len(lost) == 1
+    before = [r for r in rows if r["trial"] == lost[0]["trial"] and r["state"] == "running"]
+    assert lost[0]["billable_s"] >= before[-1]["billable_s"]  # spend up to the last row, plus the time to notice
+    assert any(t > lost[0]["trial"] for t in ends), "the study stopped after the worker died"
+    assert sum(metrics(r)["usd"] for r in ends.values()) <= 400.0
+    assert len(study(out / "w").trials) == len(ends)
+
+
+def test_killed_driver_then_resume_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "reports"
+    proc = start(slow_space(tmp_path), "d", out)
+    ledger = out / "d" / "ledger.jsonl"
+    wait_rows(ledger, lambda rows: sum(r["state"] == "running" for r in rows) >= 4)
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver and every process it started
+    proc.wait()
+    before = read_rows(ledger)
+    spent_before = sum(metrics(r)["usd"] for r in last_rows(before).values())
+    resumed = run(f"resume={out / 'd'}", "budget.max_trials=10", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    after = read_rows(ledger)
+    assert after[: len(before)] == before
+    keys = [(r["trial"], r["iteration"], r["state"]) for r in after]
+    assert len(keys) == len(set(keys))
+    ends = last_rows(after)
+    orphan = last_rows(before)[max(r["trial"] for r in before)]
+    assert ends[orphan["trial"]]["state"] in ("failed", "reached", "pruned")
+    if ends[orphan["trial"]]["state"] == "failed":
+        assert ends[orphan["trial"]]["billable_s"] == orphan["billable_s"]  # billed to its last row
+    assert sum(metrics(r)["usd"] for r in ends.values()) >= spent_before
+    s = study(out / "d")
+    assert len(s.trials) == len(ends) and len(s.trials) > len(last_rows(before))
+
+
+def test_ctrl_c_bills_running_trials_and_writes_the_report(tmp_path: Path) -> None:
+    out = tmp_path / "reports"
+    proc = start(slow_space(tmp_path), "c", out)
+    ledger = out / "c" / "ledger.jsonl"
+    wait_rows(ledger, lambda rows: sum(r["state"] == "running" for r in rows) >= 3)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    rows = read_rows(ledger)
+    ends = last_rows(rows)
+    assert all(r["state"] != "running" for r in ends.values()), "a trial was left without an end row"
+    assert any(r["state"] == "capped" and "Ctrl-C" in r["reason"] for r in ends.values())
+    assert (out / "c" / "report.html").exists()
+
+
+class FaultyBackend(MjxLocomotion):
+    """The embedded backend whose training env breaks at step ``at``: NaN observations or out of memory."""
+
+    def __init__(self, fault: str, at: int = 20) -> None:
+        self.fault, self.at = fault, at
+
+    def make_env(self, num_envs, seed, device, profile, **knobs):
+        env = super().make_env(num_envs, seed, device, profile, **knobs)
+        if num_envs == 16:  # the evaluation env stays healthy
+            return env
+        step, fault, count = env.step, self.fault, [0]
+
+        def broken(actions):
+            count[0] += 1
+            obs, rew, dones, extras = step(actions)
+            if count[0] >= self.at:
+                if fault == "oom":
+                    raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
+                obs["policy"][0, 0] = float("nan")
+            return obs, rew, dones, extras
+
+        env.step = broken
+        return env
+
+
+@pytest.mark.parametrize(("fault", "reason"), [("nan", "NaN"), ("oom", "out of device memory")])
+def test_divergence_and_out_of_memory_fail_the_trial_with_the_cost_counted(fault, reason, monkeypatch) -> None:
+    monkeypatch.setattr("sweep.trial.get_backend", lambda name: FaultyBackend(fault))
+    cfg = TrialConfig(
+        num_envs=32,
+        num_steps_per_env=8,
+        eval_episodes=16,
+        eval_every_steps=16,
+        target=1.0,
+        flags={"compile_cache": True},
+    ).validate()
+    rows = []
+    final = run_trial(cfg, lambda r: rows.append(r) or CONTINUE, price_usd_per_hour=1.0, price_label="t")
+    assert final.state == "failed" and reason in final.reason, final.reason
+    assert metrics(final.__dict__)["usd"] > 0 and final.env_steps > 0
+    assert rows[-1] is final
+
+
+def test_soak_thirty_trials_rows_and_study_agree(tmp_path: Path) -> None:
+    path = space_file(tmp_path)
+    data = yaml.safe_load(path.read_text())
+    data["backend_options"]["time_scale"] = 0.0
+    data["knobs"]["num_envs"] = [64, 128, 256]  # 256 was never recorded: those trials fail, the rest go on
+    data["knobs"]["num_mini_batches"] = [2, 4]
+    data["budget"] = {"usd": 1e6, "trial_usd": 60.0, "max_trials": 32}
+    data["prune"] = False
+    data["sampler"] = "random"
+    data["initial"] = [{"num_envs": 256, "num_steps_per_env": 8}]
+    path.write_text(yaml.safe_dump(data))
+    proc = run(f"space={path}", "run_id=soak", f"out={tmp_path / 'reports'}", cwd=tmp_path, timeout=400)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run_dir = tmp_path / "reports" / "soak"
+    rows = read_rows(run_dir / "ledger.jsonl")
+    ends = last_rows(rows)
+    assert len(ends) == 32
+    states = Counter(r["state"] for r in ends.values())
+    assert states["failed"] >= 1 and states["reached"] >= 1
+    checkpoints = sum(r["state"] == "running" for r in rows)
+    assert len(rows) == checkpoints + len(ends)  # one row per checkpoint plus one end row per trial
+    s = optuna.load_study(study_name="sweep", storage=f"sqlite:///{run_dir / 'study.db'}")
+    assert len(s.trials) == len(ends)
