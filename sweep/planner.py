@@ -17,6 +17,7 @@ How trials are told to Optuna (so none is lost to the sampler):
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,7 +143,9 @@ class Planner:
             sampler=sampler,
             load_if_exists=True,
         )
-        study.set_metric_names(["usd_to_target", "wall_to_target_s"])
+        with warnings.catch_warnings():  # experimental in Optuna, harmless here
+            warnings.simplefilter("ignore")
+            study.set_metric_names(["usd_to_target", "wall_to_target_s"])
         if not study.trials:
             for initial in self.cfg.initial:
                 study.enqueue_trial(initial, skip_if_exists=True)

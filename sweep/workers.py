@@ -95,6 +95,8 @@ class WorkerPool:
     """Ray actors (local Ray bound to 127.0.0.1, or an existing cluster) and the trials they run."""
 
     def __init__(self, cfg: Workers, use_gpu: bool) -> None:
+        if not cfg.address and cfg.host in ("127.0.0.1", "localhost"):
+            _loopback_only()
         ray = require("ray")
         self.ray = ray
         self.use_gpu = use_gpu
@@ -194,6 +196,20 @@ class WorkerPool:
     def shutdown(self) -> None:
         if self.owns_ray:
             self.ray.shutdown()
+
+
+def _loopback_only() -> None:
+    """Make a local Ray take 127.0.0.1 as its node address (so its services listen on loopback only).
+
+    Ray turns an explicit 127.0.0.1 into the machine's routable address unless multi-node clusters
+    are disabled (as it does on macOS and Windows); that switch is read when ``ray`` is imported.
+    """
+    import sys
+
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    constants = sys.modules.get("ray._private.ray_constants")
+    if constants is not None:  # ray already imported in this process: flip the switch it read
+        constants.ENABLE_RAY_CLUSTER = False
 
 
 def _one_line(exc: BaseException) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,10 @@ def test_local_ray_is_bound_to_localhost_with_the_dashboard_off() -> None:
         wait_ready(pool)
         assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}
         assert pool.dashboard_url is None
+        if shutil.which("ss"):  # every socket Ray's processes listen on is a loopback one
+            lines = subprocess.run(["ss", "-ltnp"], capture_output=True, text=True).stdout.splitlines()
+            ray_lines = [ln for ln in lines if any(k in ln for k in ("raylet", "gcs_server", "ray::"))]
+            assert ray_lines and all("127.0.0.1" in ln for ln in ray_lines), ray_lines
     finally:
         pool.shutdown()
 
