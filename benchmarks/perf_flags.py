@@ -26,10 +26,14 @@ from sweep.trial import TrialConfig, _syncer, build_learner, resolve_device
 
 def variants() -> list[tuple[str, str, dict[str, Any]]]:
     """(name, mode, flags): stock, all off, each flag alone, all on."""
-    out = [("stock rsl-rl", "stock", {}), ("runner, all flags off", "sweep", {})]
+    out = [("stock rsl-rl", "stock", {}), ("runner (all flags off)", "sweep", {})]
     for name, flag in perf.CATALOG.items():
         value = flag.choices[-1] if name != "log_every" else 0
         out.append((f"{name}={value}", "sweep", {name: value}))
+    out.append(("all exact flags on", "sweep", perf.all_on(exact_only=True)))
+    out.append(
+        ("exact flags + cuda_graph_policy", "sweep", {**perf.all_on(exact_only=True), "cuda_graph_policy": True})
+    )
     out.append(("all flags on", "sweep", perf.all_on()))
     return out
 

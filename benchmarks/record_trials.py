@@ -87,6 +87,14 @@ def grid(args: argparse.Namespace) -> list[dict]:
     return rows
 
 
+def save(rows: list[dict], args: argparse.Namespace) -> None:
+    """Write the table of ``rows`` to ``args.out``."""
+    device = args.device_name or next((r.get("device") for r in rows if r.get("device")), "unknown")
+    table = table_from_rows(rows, device, args.profile)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(table, indent=0))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -111,11 +119,8 @@ def main() -> None:
         from sweep.ledger import read_rows
 
         rows = [r for path in args.paths for r in read_rows(path)]
-    device = args.device_name or next((r.get("device") for r in rows if r.get("device")), "unknown")
-    table = table_from_rows(rows, device, args.profile)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(table, indent=0))
-    print(f"{len(table['trials'])} trials -> {args.out}")
+    save(rows, args)
+    print(f"{len({(r['run_id'], r['trial']) for r in rows})} trials -> {args.out}")
 
 
 if __name__ == "__main__":

@@ -132,7 +132,14 @@ CATALOG: dict[str, Flag] = {
 }
 
 #: Flags that need this package's PPO subclass (the others act elsewhere).
-_UPDATE_FLAGS = ("fused_optimizer", "fast_finite_check", "lazy_loss_readout", "critic_chunk")
+_UPDATE_FLAGS = (
+    "fused_optimizer",
+    "fast_finite_check",
+    "lazy_loss_readout",
+    "critic_chunk",
+    "cuda_graph_update",
+    "cuda_graph_policy",
+)
 #: Flags that the backend applies.
 BACKEND_FLAGS = ("buffer_donation",)
 

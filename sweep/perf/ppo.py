@@ -25,6 +25,16 @@ class FastPPO(PPO):
             params = chain(self.actor.parameters(), self.critic.parameters())
             self.optimizer = type(self.optimizer)(params, lr=self.learning_rate, fused=True)
         self._skipped = torch.zeros((), dtype=torch.long, device=self.device)
+        self.graphs = None
+        wants_graphs = self.perf_flags.get("cuda_graph_update") or self.perf_flags.get("cuda_graph_policy")
+        if wants_graphs and str(self.device).startswith("cuda"):
+            from sweep.perf.graphs import Graphs
+
+            self.graphs = Graphs(
+                self,
+                update=bool(self.perf_flags.get("cuda_graph_update")),
+                policy=bool(self.perf_flags.get("cuda_graph_policy")),
+            )
 
     def skipped_updates(self) -> int:
         """Optimizer steps skipped for a non-finite gradient norm (read at log time: one sync)."""
@@ -51,9 +61,45 @@ class FastPPO(PPO):
         for group in self.optimizer.param_groups:
             group["lr"] = self.learning_rate
 
+    def _losses(self, batch: Any, adapt_lr: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(total loss, value loss, surrogate loss, mean entropy) of one mini-batch: rsl-rl 5.5.1's PPO objective.
+
+        ``adapt_lr(old_params, new_params)`` applies the adaptive-KL schedule (on the host, or on the
+        device inside a CUDA graph) between the forward pass and the losses, as rsl-rl does.
+        """
+        advantages = batch.advantages
+        if self.normalize_advantage_per_mini_batch:
+            with torch.no_grad():
+                advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        device_type = torch.device(self.device).type
+        with torch.amp.autocast(device_type=device_type, enabled=self.use_mixed_precision, dtype=torch.bfloat16):
+            self.actor(batch.observations, stochastic_output=True)
+            log_prob = self.actor.get_output_log_prob(batch.actions)
+            values = self._values(batch)
+            entropy = self.actor.output_entropy
+            adapt_lr(batch.old_distribution_params, self.actor.output_distribution_params)
+            ratio = torch.exp(log_prob - torch.squeeze(batch.old_actions_log_prob))
+            adv = torch.squeeze(advantages)
+            clipped_ratio = torch.clamp(ratio, 1.0 - self.clip_param, 1.0 + self.clip_param)
+            surrogate_loss = torch.max(-adv * ratio, -adv * clipped_ratio).mean()
+            if self.use_clipped_value_loss:
+                v_clipped = batch.values + (values - batch.values).clamp(-self.clip_param, self.clip_param)
+                value_loss = torch.max((values - batch.returns).pow(2), (v_clipped - batch.returns).pow(2)).mean()
+            else:
+                value_loss = (batch.returns - values).pow(2).mean()
+            loss = surrogate_loss + self.value_loss_coef * value_loss - self.entropy_coef * entropy.mean()
+        return loss, value_loss, surrogate_loss, entropy.mean()
+
+    def _clipped_norm(self) -> torch.Tensor:
+        """Clip actor and critic gradients separately (as rsl-rl does); the sum of their norms."""
+        norm = torch.nn.utils.clip_grad_norm_(self.actor.parameters(), self.max_grad_norm)
+        return norm + torch.nn.utils.clip_grad_norm_(self.critic.parameters(), self.max_grad_norm)
+
     def update(self) -> dict[str, Any]:
         if self.rnd or self.symmetry or self.actor.is_recurrent or self.critic.is_recurrent or self.is_multi_gpu:
             return super().update()
+        if self.graphs is not None:
+            return self.graphs.update()
         lazy = bool(self.perf_flags.get("lazy_loss_readout"))
         check = bool(self.perf_flags.get("fast_finite_check"))
         fused = bool(self.perf_flags.get("fused_optimizer"))
@@ -62,32 +108,10 @@ class FastPPO(PPO):
         host = [0.0, 0.0, 0.0]
         host_good = 0
         for batch in self.storage.mini_batch_generator(self.num_mini_batches, self.num_learning_epochs):
-            advantages = batch.advantages
-            if self.normalize_advantage_per_mini_batch:
-                with torch.no_grad():
-                    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-            device_type = torch.device(self.device).type
-            with torch.amp.autocast(device_type=device_type, enabled=self.use_mixed_precision, dtype=torch.bfloat16):
-                self.actor(batch.observations, stochastic_output=True)
-                log_prob = self.actor.get_output_log_prob(batch.actions)
-                values = self._values(batch)
-                params = self.actor.output_distribution_params
-                entropy = self.actor.output_entropy
-                self._adapt_learning_rate(batch.old_distribution_params, params)
-                ratio = torch.exp(log_prob - torch.squeeze(batch.old_actions_log_prob))
-                adv = torch.squeeze(advantages)
-                clipped_ratio = torch.clamp(ratio, 1.0 - self.clip_param, 1.0 + self.clip_param)
-                surrogate_loss = torch.max(-adv * ratio, -adv * clipped_ratio).mean()
-                if self.use_clipped_value_loss:
-                    v_clipped = batch.values + (values - batch.values).clamp(-self.clip_param, self.clip_param)
-                    value_loss = torch.max((values - batch.returns).pow(2), (v_clipped - batch.returns).pow(2)).mean()
-                else:
-                    value_loss = (batch.returns - values).pow(2).mean()
-                loss = surrogate_loss + self.value_loss_coef * value_loss - self.entropy_coef * entropy.mean()
+            loss, value_loss, surrogate_loss, entropy = self._losses(batch, self._adapt_learning_rate)
             self.optimizer.zero_grad()
             loss.backward()
-            norm = torch.nn.utils.clip_grad_norm_(self.actor.parameters(), self.max_grad_norm)
-            norm = norm + torch.nn.utils.clip_grad_norm_(self.critic.parameters(), self.max_grad_norm)
+            norm = self._clipped_norm()
             bad = ~torch.isfinite(norm) if check else None
             if bad is None:
                 self.optimizer.step()
@@ -102,7 +126,7 @@ class FastPPO(PPO):
             else:
                 self.optimizer.step()
             # Losses of skipped steps are left out of the means.
-            parts = torch.stack([value_loss.detach(), surrogate_loss.detach(), entropy.mean().detach()]).float()
+            parts = torch.stack([value_loss.detach(), surrogate_loss.detach(), entropy.detach()]).float()
             if lazy:
                 ok = torch.ones((), device=self.device) if bad is None else (~bad).float()
                 sums += torch.nan_to_num(parts) * ok
@@ -114,12 +138,28 @@ class FastPPO(PPO):
                 host_good += 1
         if fused:
             self.optimizer.found_inf = None
-        obs = self.storage.observations.flatten(0, 1)
-        self.actor.update_normalization(obs)
-        self.critic.update_normalization(obs)
+        self._update_normalizers()
         self.storage.clear()
         if lazy:
             means = sums / good  # NaN when every step was skipped
             return {"value": means[0], "surrogate": means[1], "entropy": means[2]}
         n = host_good or float("nan")
         return {"value": host[0] / n, "surrogate": host[1] / n, "entropy": host[2] / n}
+
+    def _update_normalizers(self) -> None:
+        """rsl-rl's observation-normalizer update, keeping every buffer at its address (CUDA graphs read them)."""
+        obs = self.storage.observations.flatten(0, 1)
+        for model in (self.actor, self.critic):
+            before = {name: buf for name, buf in model.named_buffers()}
+            model.update_normalization(obs)
+            for name, buf in model.named_buffers():
+                old = before.get(name)
+                if old is not None and buf is not old:  # EmpiricalNormalization reassigns its std
+                    old.copy_(buf)
+                    module_name, _, attr = name.rpartition(".")
+                    setattr(model.get_submodule(module_name) if module_name else model, attr, old)
+
+    def act(self, obs: Any) -> torch.Tensor:
+        if self.graphs is not None and self.graphs.policy:
+            return self.graphs.act(obs)
+        return super().act(obs)
