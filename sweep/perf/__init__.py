@@ -121,6 +121,25 @@ CATALOG: dict[str, Flag] = {
             "sweep.backends.mjx_locomotion (jax.jit donate_argnums)",
         ),
         Flag(
+            "cuda_graph_update",
+            False,
+            (False, True),
+            "CUDA only: capture each PPO mini-batch step (forward, backward, clipping, capturable fused Adam, "
+            "adaptive learning rate on the device) in a CUDA graph and replay it",
+            True,
+            "sweep.perf.graphs.Graphs.update",
+            "losses within 1e-5 relative (CUDA; ignored on CPU)",
+        ),
+        Flag(
+            "cuda_graph_policy",
+            False,
+            (False, True),
+            "CUDA only: capture the rollout's policy step (actor, critic, sampling) in a CUDA graph; actions come "
+            "from the graph's random stream, so the numerics of sampling change",
+            False,
+            "sweep.perf.graphs.Graphs.act",
+        ),
+        Flag(
             "compile_cache",
             False,
             (False, True),
@@ -166,11 +185,14 @@ def resolve(flags: dict[str, Any] | None, key: str = "flags") -> dict[str, Any]:
 
 
 def all_on(exact_only: bool = False) -> dict[str, Any]:
-    """Every flag (or every semantics-preserving one) at its fastest setting; logging off."""
+    """Every speed flag (or every semantics-preserving one) at its fastest setting, logging off.
+
+    ``critic_chunk`` trades speed for memory, so it stays at its default here.
+    """
     return {
         name: 0 if name == "log_every" else flag.choices[-1]
         for name, flag in CATALOG.items()
-        if flag.exact or not exact_only
+        if (flag.exact or not exact_only) and name != "critic_chunk"
     }
 
 
