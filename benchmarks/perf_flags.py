@@ -75,7 +75,14 @@ def main() -> None:
             if args.only and name.split("=")[0] not in args.only.split(","):
                 continue
             env = envs[bool(perf.resolve(flags)["buffer_donation"])]
-            rows[name] = measure(env, device, mode, flags, n, horizon, args.iters, args.warmup)
+            try:
+                rows[name] = measure(env, device, mode, flags, n, horizon, args.iters, args.warmup)
+            except Exception as exc:  # report the variant as failed, measure the others
+                import traceback
+
+                traceback.print_exc()
+                print(f"{spec} {name}: failed ({type(exc).__name__}: {exc})", flush=True)
+                continue
             print(f"{spec} {name:40s} {rows[name]['sps']:12,.0f} env steps/s", flush=True)
         envs[True].restart()
         limit = sim_only_rate(envs[True], horizon * args.iters)

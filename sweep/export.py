@@ -28,7 +28,7 @@ def _versions(backend: Any) -> dict[str, str]:
             out[name] = "not installed"
     try:
         out.update(backend.versions())
-    except Exception:
+    except Exception:  # a missing simulator must not block the export
         out["simulator"] = "unknown"
     return out
 

@@ -297,7 +297,7 @@ def run_trial(
                 continue
             sink(final)
             return final
-    except Exception as exc:
+    except Exception as exc:  # any failure ends the trial, billed, with its reason
         final = row("failed", failure_reason(exc))
         sink(final)
         return final

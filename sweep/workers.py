@@ -164,7 +164,7 @@ class WorkerPool:
                 trial, actor = self.busy.pop(ref)
                 try:
                     self.ray.get(ref)
-                except Exception as exc:
+                except Exception as exc:  # actor death, or an error outside the trial
                     self._finished.append((trial, _one_line(exc)))
                     self._replace(actor)
             if done:  # rows sent just before the trial returned

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 from rsl_rl.algorithms import PPO
+from tensordict import TensorDict
 
 #: Eager steps before capture (allocations, autotuning, optimizer state).
 WARMUP_STEPS = 3
@@ -46,6 +47,9 @@ class Graphs:
             params = chain(alg.actor.parameters(), alg.critic.parameters())
             alg.optimizer = torch.optim.Adam(params, lr=self.lr, fused=True, capturable=True)
             self.found_inf = torch.zeros((), device=self.device)
+        # Warm-ups and captures share one side stream: autograd's gradient accumulators remember the stream
+        # they were created on, and a mismatch at capture time would force a sync that breaks the capture.
+        self.stream = torch.cuda.Stream(self.device)
         self.update_graph: torch.cuda.CUDAGraph | None = None
         self.update_steps = 0
         self.act_graph: torch.cuda.CUDAGraph | None = None
@@ -59,13 +63,12 @@ class Graphs:
             return PPO.act(alg, obs)  # rsl-rl's own act
         if self.act_graph is None:
             self.static_obs = obs.clone()
-            stream = torch.cuda.Stream(self.device)
-            stream.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(stream):
+            self.stream.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(self.stream):
                 self._act_body()  # one more warm-up, on the capture stream
-            torch.cuda.current_stream(self.device).wait_stream(stream)
+            torch.cuda.current_stream(self.device).wait_stream(self.stream)
             self.act_graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.act_graph):
+            with torch.cuda.graph(self.act_graph, stream=self.stream):
                 self.act_out = self._act_body()
         self.static_obs.update_(obs)
         self.act_graph.replay()
@@ -123,12 +126,11 @@ class Graphs:
 
     def _step(self) -> None:
         if self.update_graph is None and self.update_steps < WARMUP_STEPS:
-            stream = torch.cuda.Stream(self.device)
-            stream.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(stream):
+            self.stream.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(self.stream):
                 self.alg.optimizer.zero_grad(set_to_none=True)
                 self._step_body()
-            torch.cuda.current_stream(self.device).wait_stream(stream)
+            torch.cuda.current_stream(self.device).wait_stream(self.stream)
             self.update_steps += 1
             return
         if self.update_graph is None:
@@ -136,14 +138,16 @@ class Graphs:
             # overwrites them on every replay, so no zeroing is recorded.
             self.alg.optimizer.zero_grad(set_to_none=True)
             self.update_graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.update_graph):
+            self.stream.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.graph(self.update_graph, stream=self.stream):
                 self._step_body()
         self.update_graph.replay()
 
     def _step_body(self) -> None:
         alg, idx = self.alg, self.idx
-        batch = _Batch(
-            observations=self.flat["observations"][idx],
+        obs = self.flat["observations"]
+        batch = _Batch(  # plain tensor gathers: TensorDict indexing may read the index on the host
+            observations=TensorDict({k: obs[k][idx] for k in obs.keys()}, batch_size=[idx.shape[0]]),  # noqa: SIM118
             actions=self.flat["actions"][idx],
             values=self.flat["values"][idx],
             returns=self.flat["returns"][idx],
