@@ -32,7 +32,7 @@ def variants() -> list[tuple[str, str, dict[str, Any]]]:
         out.append((f"{name}={value}", "sweep", {name: value}))
     out.append(("all exact flags on", "sweep", perf.all_on(exact_only=True)))
     out.append(
-        ("exact flags + cuda_graph_policy", "sweep", {**perf.all_on(exact_only=True), "cuda_graph_policy": True})
+        ("exact flags + cuda_graph_update", "sweep", {**perf.all_on(exact_only=True), "cuda_graph_update": True})
     )
     out.append(("all flags on", "sweep", perf.all_on()))
     return out

@@ -124,20 +124,11 @@ CATALOG: dict[str, Flag] = {
             "cuda_graph_update",
             False,
             (False, True),
-            "CUDA only: capture each PPO mini-batch step (forward, backward, clipping, capturable fused Adam, "
-            "adaptive learning rate on the device) in a CUDA graph and replay it",
-            True,
-            "sweep.perf.graphs.Graphs.update",
-            "losses within 1e-5 relative (CUDA; ignored on CPU)",
-        ),
-        Flag(
-            "cuda_graph_policy",
+            "CUDA only (ignored on CPU): capture each PPO mini-batch step (forward, backward, clipping, capturable "
+            "fused Adam, adaptive learning rate on the device) in a CUDA graph; losses as eager to float rounding, "
+            "but the discarded action sample is not drawn, so later rollouts' random numbers change",
             False,
-            (False, True),
-            "CUDA only: capture the rollout's policy step (actor, critic, sampling) in a CUDA graph; actions come "
-            "from the graph's random stream, so the numerics of sampling change",
-            False,
-            "sweep.perf.graphs.Graphs.act",
+            "sweep.perf.graphs.GraphedUpdate",
         ),
         Flag(
             "compile_cache",
@@ -157,7 +148,6 @@ _UPDATE_FLAGS = (
     "lazy_loss_readout",
     "critic_chunk",
     "cuda_graph_update",
-    "cuda_graph_policy",
 )
 #: Flags that the backend applies.
 BACKEND_FLAGS = ("buffer_donation",)

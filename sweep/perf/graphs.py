@@ -1,19 +1,15 @@
-"""CUDA-graph capture of the PPO policy step and of the PPO mini-batch update (CUDA only).
+"""CUDA-graph capture of the PPO mini-batch update (CUDA only).
 
-At a 3x128 MLP the update and the policy step are launch-bound: hundreds of tiny kernels per
-mini-batch and per env step. Capturing each once and replaying it removes the launch cost.
+At a 3x128 MLP the update is launch-bound: hundreds of tiny kernels per mini-batch. Each
+mini-batch step (forward, losses, backward, per-network clipping, capturable fused Adam) is
+captured once and replayed, the mini-batch chosen by a static index buffer and the adaptive-KL
+learning rate kept on the device (rsl-rl's rule: /1.5 above 2x the desired KL, x1.5 below half of
+it, clamped to [1e-5, 1e-2]). The losses are rsl-rl's; the captured forward builds the action
+distribution without drawing the sample rsl-rl draws and discards, so the random stream of later
+rollouts differs from an eager run's (the flag is marked as changing numerics for that reason).
 
-- ``update``: one graph per mini-batch step (forward, losses, backward, per-network clipping,
-  fused capturable Adam), the mini-batch chosen by a static index buffer, the adaptive-KL learning
-  rate kept on the device (same rule as rsl-rl: /1.5 above 2x the desired KL, x1.5 below half of
-  it, clamped to [1e-5, 1e-2]). Same math as the eager update; float results agree to rounding.
-- ``policy``: one graph for actor + critic + sampling of a rollout step. The actions are sampled
-  from the same distribution, but from the graph's random stream, so they are not bit-identical
-  to the eager run's: this flag is marked as changing numerics.
-
-The first mini-batches of the first update (and the first policy steps) run eagerly on a side
-stream to warm up; the graph is captured at the next one, which it then replays. Every step runs
-exactly once.
+The first mini-batches of the first update run eagerly on a side stream to warm up; the graph is
+captured at the next one, which it then replays. Every mini-batch step runs exactly once.
 """
 
 from __future__ import annotations
@@ -22,7 +18,6 @@ from itertools import chain
 from typing import Any
 
 import torch
-from rsl_rl.algorithms import PPO
 from tensordict import TensorDict
 
 #: Eager steps before capture (allocations, autotuning, optimizer state).
@@ -36,57 +31,22 @@ class _Batch:
         self.__dict__.update(fields)
 
 
-class Graphs:
-    """The CUDA graphs of one FastPPO instance."""
+class GraphedUpdate:
+    """The captured mini-batch step of one FastPPO instance."""
 
-    def __init__(self, alg: Any, update: bool, policy: bool) -> None:
-        self.alg, self.use_update, self.policy = alg, update, policy
+    def __init__(self, alg: Any) -> None:
+        self.alg = alg
         self.device = torch.device(alg.device)
-        if update:  # capturable fused Adam with the learning rate as a device tensor
-            self.lr = torch.tensor(float(alg.learning_rate), device=self.device)
-            params = chain(alg.actor.parameters(), alg.critic.parameters())
-            alg.optimizer = torch.optim.Adam(params, lr=self.lr, fused=True, capturable=True)
-            self.found_inf = torch.zeros((), device=self.device)
+        # capturable fused Adam with the learning rate as a device tensor
+        self.lr = torch.tensor(float(alg.learning_rate), device=self.device)
+        params = chain(alg.actor.parameters(), alg.critic.parameters())
+        alg.optimizer = torch.optim.Adam(params, lr=self.lr, fused=True, capturable=True)
+        self.found_inf = torch.zeros((), device=self.device)
         # Warm-ups and captures share one side stream: autograd's gradient accumulators remember the stream
         # they were created on, and a mismatch at capture time would force a sync that breaks the capture.
         self.stream = torch.cuda.Stream(self.device)
         self.update_graph: torch.cuda.CUDAGraph | None = None
         self.update_steps = 0
-        self.act_graph: torch.cuda.CUDAGraph | None = None
-        self.act_steps = 0
-
-    # -- policy step ------------------------------------------------------------------------------
-    def act(self, obs: Any) -> torch.Tensor:
-        alg = self.alg
-        if self.act_graph is None and self.act_steps < WARMUP_STEPS:
-            self.act_steps += 1
-            return PPO.act(alg, obs)  # rsl-rl's own act
-        if self.act_graph is None:
-            self.static_obs = obs.clone()
-            self.stream.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(self.stream):
-                self._act_body()  # one more warm-up, on the capture stream
-            torch.cuda.current_stream(self.device).wait_stream(self.stream)
-            self.act_graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.act_graph, stream=self.stream):
-                self.act_out = self._act_body()
-        self.static_obs.update_(obs)
-        self.act_graph.replay()
-        actions, values, log_prob, params = self.act_out
-        t = alg.transition
-        t.hidden_states = (None, None)
-        t.actions = actions.clone()  # the simulator reads it asynchronously: the next replay must not overwrite it
-        t.values, t.actions_log_prob, t.distribution_params = values, log_prob, params
-        t.observations = obs
-        return t.actions
-
-    def _act_body(self) -> tuple:
-        alg = self.alg
-        actions = alg.actor(self.static_obs, stochastic_output=True).detach()
-        values = alg.critic(self.static_obs).detach()
-        log_prob = alg.actor.get_output_log_prob(actions).detach()
-        params = tuple(p.detach() for p in alg.actor.output_distribution_params)
-        return actions, values, log_prob, params
 
     # -- update -----------------------------------------------------------------------------------
     def update(self) -> dict[str, torch.Tensor]:
@@ -155,7 +115,7 @@ class Graphs:
             advantages=self.adv[idx],
             old_distribution_params=tuple(p[idx] for p in self.old_params),
         )
-        loss, value_loss, surrogate_loss, entropy = alg._losses(batch, self._adapt_lr)
+        loss, value_loss, surrogate_loss, entropy = alg._losses(batch, self._adapt_lr, sample=False)
         loss.backward()
         norm = alg._clipped_norm()
         if alg.perf_flags.get("fast_finite_check"):

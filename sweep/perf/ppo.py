@@ -26,15 +26,10 @@ class FastPPO(PPO):
             self.optimizer = type(self.optimizer)(params, lr=self.learning_rate, fused=True)
         self._skipped = torch.zeros((), dtype=torch.long, device=self.device)
         self.graphs = None
-        wants_graphs = self.perf_flags.get("cuda_graph_update") or self.perf_flags.get("cuda_graph_policy")
-        if wants_graphs and str(self.device).startswith("cuda"):
-            from sweep.perf.graphs import Graphs
+        if self.perf_flags.get("cuda_graph_update") and str(self.device).startswith("cuda"):
+            from sweep.perf.graphs import GraphedUpdate
 
-            self.graphs = Graphs(
-                self,
-                update=bool(self.perf_flags.get("cuda_graph_update")),
-                policy=bool(self.perf_flags.get("cuda_graph_policy")),
-            )
+            self.graphs = GraphedUpdate(self)
 
     def skipped_updates(self) -> int:
         """Optimizer steps skipped for a non-finite gradient norm (read at log time: one sync)."""
@@ -61,7 +56,9 @@ class FastPPO(PPO):
         for group in self.optimizer.param_groups:
             group["lr"] = self.learning_rate
 
-    def _losses(self, batch: Any, adapt_lr: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _losses(
+        self, batch: Any, adapt_lr: Any, sample: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """(total loss, value loss, surrogate loss, mean entropy) of one mini-batch: rsl-rl 5.5.1's PPO objective.
 
         ``adapt_lr(old_params, new_params)`` applies the adaptive-KL schedule (on the host, or on the
@@ -73,7 +70,10 @@ class FastPPO(PPO):
                 advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
         device_type = torch.device(self.device).type
         with torch.amp.autocast(device_type=device_type, enabled=self.use_mixed_precision, dtype=torch.bfloat16):
-            self.actor(batch.observations, stochastic_output=True)
+            if sample:  # rsl-rl's forward draws (and discards) a sample
+                self.actor(batch.observations, stochastic_output=True)
+            else:  # the same distribution without drawing: no random numbers inside a CUDA graph
+                self.actor.distribution.update(self.actor.mlp(self.actor.get_latent(batch.observations)))
             log_prob = self.actor.get_output_log_prob(batch.actions)
             values = self._values(batch)
             entropy = self.actor.output_entropy
@@ -158,8 +158,3 @@ class FastPPO(PPO):
                     old.copy_(buf)
                     module_name, _, attr = name.rpartition(".")
                     setattr(model.get_submodule(module_name) if module_name else model, attr, old)
-
-    def act(self, obs: Any) -> torch.Tensor:
-        if self.graphs is not None and self.graphs.policy:
-            return self.graphs.act(obs)
-        return super().act(obs)
