@@ -17,7 +17,8 @@ import yaml
 
 from sweep.backends.mjx_locomotion import MjxLocomotion
 from sweep.ledger import last_rows, metrics, read_rows
-from sweep.trial import CONTINUE, TrialConfig, run_trial
+from sweep.trial import CONTINUE, run_trial
+from tests.helpers import tiny_trial
 from tests.test_run import ROOT, run, space_file, study
 
 
@@ -151,14 +152,7 @@ class FaultyBackend(MjxLocomotion):
 @pytest.mark.parametrize(("fault", "reason"), [("nan", "NaN"), ("oom", "out of device memory")])
 def test_divergence_and_out_of_memory_fail_the_trial_with_the_cost_counted(fault, reason, monkeypatch) -> None:
     monkeypatch.setattr("sweep.trial.get_backend", lambda name: FaultyBackend(fault))
-    cfg = TrialConfig(
-        num_envs=32,
-        num_steps_per_env=8,
-        eval_episodes=16,
-        eval_every_steps=16,
-        target=1.0,
-        flags={"compile_cache": True},
-    ).validate()
+    cfg = tiny_trial(num_steps_per_env=8, eval_every_steps=16)
     rows = []
     final = run_trial(cfg, lambda r: rows.append(r) or CONTINUE, price_usd_per_hour=1.0, price_label="t")
     assert final.state == "failed" and reason in final.reason, final.reason

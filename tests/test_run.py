@@ -13,9 +13,8 @@ import pytest
 import yaml
 
 from sweep.ledger import last_rows, metrics, read_rows
+from tests.helpers import ROOT, run_module
 from tests.replay_table import write_table
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def space_file(tmp_path: Path, **over) -> Path:
@@ -41,14 +40,7 @@ def space_file(tmp_path: Path, **over) -> Path:
 
 
 def run(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "sweep.run", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    return run_module("sweep.run", *args, cwd=cwd, timeout=timeout)
 
 
 def study(run_dir: Path) -> optuna.Study:

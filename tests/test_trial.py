@@ -12,20 +12,12 @@ from pathlib import Path
 import pytest
 
 from sweep.ledger import metrics, read_rows
-from sweep.trial import CONTINUE, TrialConfig, run_trial
-
-ROOT = Path(__file__).resolve().parents[1]
+from sweep.trial import CONTINUE, run_trial
+from tests.helpers import ROOT, run_module, tiny_trial
 
 
 def cli(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "sweep.trial", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    return run_module("sweep.trial", *args, cwd=cwd, timeout=timeout)
 
 
 @pytest.mark.parametrize(
@@ -52,19 +44,7 @@ def test_bad_arguments_fail_with_one_line_naming_the_key(arg: str, key: str, tmp
     assert not (tmp_path / "run" / "ledger.jsonl").exists()  # nothing ran
 
 
-def tiny(**kw) -> TrialConfig:
-    base = dict(
-        num_envs=32,
-        num_steps_per_env=16,
-        eval_episodes=16,
-        eval_every_steps=160,
-        cap_s=1e9,
-        seed=7,
-        target=1.0,
-        flags={"compile_cache": True},
-    )
-    base.update(kw)
-    return TrialConfig(**base).validate()
+tiny = tiny_trial
 
 
 def test_tiny_real_ppo_run_improves_return(tmp_path: Path) -> None:

@@ -84,7 +84,6 @@ class ReplayBackend(Backend):
         time_scale = float(options.get("time_scale", 0.0))
         key = config_key(params)
         matches = [t for t in table["trials"] if config_key(t["params"]) == key]
-        last: Row | None = None
 
         def make(rec: dict, state: str, reason: str = "") -> Row:
             return Row(
@@ -127,8 +126,7 @@ class ReplayBackend(Backend):
                 final = make(capped, "capped", f"per-trial cap of {cfg.cap_s:g} billable seconds reached")
                 sink(final)
                 return final
-            last = make(rec, "running")
-            answer = sink(last)
+            answer = sink(make(rec, "running"))
             success = rec.get("success")
             if success is not None and success >= cfg.target:
                 final = make(rec, "reached", f"held-out success {success:.3f} >= target {cfg.target:g}")
