@@ -20,8 +20,9 @@ import torch
 from sweep import perf
 from sweep.backends.base import sim_only_rate
 from sweep.backends.mjx_locomotion import PROFILES, MjxLocomotionEnv
+from sweep.learner import build_learner, device_sync
 from sweep.ledger import PHASES, TRAINING_PHASES, PhaseClock
-from sweep.trial import TrialConfig, _syncer, build_learner, resolve_device
+from sweep.trial import TrialConfig, resolve_device
 
 
 def variants() -> list[tuple[str, str, dict[str, Any]]]:
@@ -41,7 +42,7 @@ def variants() -> list[tuple[str, str, dict[str, Any]]]:
 def measure(env: Any, device: str, mode: str, flags: dict, n: int, horizon: int, iters: int, warmup: int) -> dict:
     """Train ``warmup`` then ``iters`` iterations on a restarted env; training-second rate of the timed part."""
     env.restart()
-    clock = PhaseClock(_syncer(device, env))
+    clock = PhaseClock(device_sync(device, env))
     cfg = TrialConfig(profile="gpu", num_envs=n, num_steps_per_env=horizon, seed=1, mode=mode, flags=flags)
     flags = perf.resolve(flags)
     trainer, alg = build_learner(cfg, env, device, flags, clock)

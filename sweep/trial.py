@@ -11,13 +11,8 @@ CLI: ``python -m sweep.trial num_envs=256 num_steps_per_env=24 profile=cpu price
 
 from __future__ import annotations
 
-import contextlib
-import copy
-import io
-import math
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +20,9 @@ import torch
 
 from sweep import perf
 from sweep.backends import get_backend
-from sweep.errors import ConfigError, TrialFailed
+from sweep.errors import ConfigError
 from sweep.evaluation import DEFAULT_EPISODES, check_training_seed, evaluate, panel_seeds
+from sweep.learner import build_learner, device_sync
 from sweep.ledger import PhaseClock, Row
 
 #: What a sink may answer after each checkpoint row.
@@ -151,40 +147,6 @@ def resolve_device(device: str) -> str:
     return device
 
 
-class PolicyTimer:
-    """Accumulates time spent in torch (policy inference, storage) inside the rollout, without syncing.
-
-    On a GPU it records CUDA events and reads them once, at the phase boundary.
-    """
-
-    def __init__(self, device: str) -> None:
-        self.cuda = device.startswith("cuda")
-        self.pairs: list[tuple[Any, Any]] = []
-        self.cpu_s = 0.0
-        self._t0: Any = None
-
-    def start(self) -> None:
-        if self.cuda:
-            self._t0 = torch.cuda.Event(enable_timing=True)
-            self._t0.record()
-        else:
-            self._t0 = time.perf_counter()
-
-    def stop(self) -> None:
-        if self.cuda:
-            end = torch.cuda.Event(enable_timing=True)
-            end.record()
-            self.pairs.append((self._t0, end))
-        else:
-            self.cpu_s += time.perf_counter() - self._t0
-
-    def take(self) -> float:
-        """Seconds accumulated since the last take (call after a device sync)."""
-        seconds = self.cpu_s + sum(a.elapsed_time(b) for a, b in self.pairs) / 1000.0
-        self.pairs, self.cpu_s = [], 0.0
-        return seconds
-
-
 def peak_memory_gib(device: str, env: Any) -> tuple[float | None, float | None]:
     """(peak device memory used by torch + the simulator, device capacity), GiB; (None, None) on CPU."""
     if not device.startswith("cuda"):
@@ -261,7 +223,7 @@ def run_trial(
             eval_env = backend.make_env(cfg.eval_episodes, cfg.seed, device, cfg.profile, **knobs)
             seeds = panel_seeds(cfg.eval_episodes)
             trainer, alg = build_learner(cfg, env, device, flags, clock, out_dir, trial)
-        clock.sync = _syncer(device, env)
+        clock.sync = device_sync(device, env)
         with clock.phase("compile"):
             env.warm_up()
             eval_env.warm_up()
@@ -307,33 +269,6 @@ def run_trial(
                 e.close()
 
 
-def build_learner(
-    cfg: TrialConfig,
-    env: Any,
-    device: str,
-    flags: dict[str, Any],
-    clock: PhaseClock,
-    out_dir: str | Path | None = None,
-    trial: int = 0,
-) -> tuple[Callable[[int], None], Any]:
-    """(train ``n`` iterations callable, PPO algorithm) for ``cfg.mode``; seeds torch with ``cfg.seed``."""
-    from rsl_rl.algorithms import PPO
-
-    torch.manual_seed(cfg.seed)
-    train_cfg = agent_config(cfg)
-    perf.apply_to_agent_config(train_cfg, flags)
-    with contextlib.redirect_stdout(io.StringIO()):  # rsl-rl prints the model structure
-        if cfg.mode == "stock":
-            runner, alg = _stock_runner(env, train_cfg, device, out_dir, trial)
-        else:
-            alg_cfg = {**copy.deepcopy(train_cfg), "multi_gpu": None}
-            alg = PPO.construct_algorithm(env.get_observations(), env, alg_cfg, device)
-    perf.apply_to_algorithm(alg, flags)
-    if cfg.mode == "stock":
-        return _stock_chunk(runner, clock), alg
-    return _SweepLoop(alg, env, cfg, flags, clock, device), alg
-
-
 def failure_reason(exc: BaseException) -> str:
     """One line saying why a trial failed."""
     text = str(exc).lower()
@@ -359,228 +294,8 @@ def trial_params(cfg: TrialConfig) -> dict[str, Any]:
     }
 
 
-def _syncer(device: str, env: Any) -> Callable[[], None]:
-    def sync() -> None:
-        env.synchronize()
-        if device.startswith("cuda"):
-            torch.cuda.synchronize(device)
-
-    return sync
-
-
-class _SweepLoop:
-    """This runner's training iterations: rollout (sim + policy), learn, log; flags decide the details."""
-
-    def __init__(self, alg: Any, env: Any, cfg: TrialConfig, flags: dict, clock: PhaseClock, device: str) -> None:
-        self.alg, self.env, self.cfg, self.flags, self.clock = alg, env, cfg, flags, clock
-        self.timer = PolicyTimer(device)
-        self.stats = perf.EpisodeStats(env.num_envs, device, deferred=bool(flags["deferred_episode_stats"]))
-        self.obs = env.get_observations()
-        self.iteration = 0
-        self.last_losses: dict[str, float] = {}
-        alg.train_mode()
-
-    def __call__(self, n_iters: int) -> None:
-        alg, env, clock = self.alg, self.env, self.clock
-        for _ in range(n_iters):
-            with clock.phase("sim"), torch.inference_mode():
-                obs = self.obs
-                for _ in range(self.cfg.num_steps_per_env):
-                    self.timer.start()
-                    actions = alg.act(obs)
-                    self.timer.stop()
-                    obs, rewards, dones, extras = env.step(actions)
-                    self.timer.start()
-                    if not self.flags["fast_finite_check"]:  # rsl-rl check_for_nan: a sync per step
-                        perf.check_nan(obs, rewards, dones)
-                    alg.process_env_step(obs, rewards, dones, extras)
-                    self.stats.update(rewards, dones)
-                    self.timer.stop()
-                self.obs = obs
-            policy_s = self.timer.take()
-            clock.add("sim", -policy_s)
-            clock.add("policy", policy_s)
-            with clock.phase("learn"):
-                with torch.inference_mode():
-                    alg.compute_returns(self.obs)
-                losses = alg.update()
-            self.iteration += 1
-            with clock.phase("log"):
-                if perf.should_log(self.flags, self.iteration):
-                    self.last_losses = {k: float(v) for k, v in losses.items()}
-                    # With the fast finite check a non-finite step was skipped (and counted), not fatal.
-                    finite = all(math.isfinite(v) for v in self.last_losses.values())
-                    if not finite and not self.flags["fast_finite_check"]:
-                        raise TrialFailed(f"diverged: non-finite PPO loss at iteration {self.iteration} ({losses})")
-
-    def take_mean_return(self) -> float | None:
-        return self.stats.take_mean()
-
-
-def _stock_runner(env: Any, train_cfg: dict, device: str, out_dir: str | Path | None, trial: int) -> tuple[Any, Any]:
-    """rsl-rl's OnPolicyRunner, unchanged, logging to TensorBoard as users run it."""
-    import tempfile
-
-    from rsl_rl.runners import OnPolicyRunner
-
-    base = Path(out_dir) / "trials" / f"{trial:04d}" if out_dir is not None else Path(tempfile.mkdtemp())
-    runner = OnPolicyRunner(env, copy.deepcopy(train_cfg), log_dir=str(base / "tensorboard"), device=device)
-    return runner, runner.alg
-
-
-def _stock_chunk(runner: Any, clock: PhaseClock) -> Callable[[int], None]:
-    """Train ``n`` iterations with ``runner.learn``; the update's own time goes to 'learn', the rest to 'sim'.
-
-    Timing the update needs no sync: rsl-rl's update already ends with ``.item()`` calls.
-    """
-    update = runner.alg.update
-    learn_s = [0.0]
-
-    def timed_update() -> dict:
-        t0 = time.perf_counter()
-        out = update()
-        learn_s[0] += time.perf_counter() - t0
-        return out
-
-    runner.alg.update = timed_update
-
-    def chunk(n_iters: int) -> None:
-        learn_s[0] = 0.0
-        with clock.phase("sim"):
-            runner.learn(n_iters)
-        clock.add("sim", -learn_s[0])
-        clock.add("learn", learn_s[0])
-
-    return chunk
-
-
-def format_summary(row: dict, target: float, ledger_path: Path, n_rows: int) -> str:
-    """The trial summary, computed from a ledger row (never from in-memory state)."""
-    from sweep.ledger import metrics
-
-    m = metrics(row)
-    lines = [f"trial {row['trial']}: {row['state']} ({row['reason']})"]
-    if row.get("success") is not None:
-        lines.append(
-            f"  held-out success   {row['success']:.3f} (95% CI {row['success_lo']:.3f}-{row['success_hi']:.3f}, "
-            f"{row['eval_episodes']} episodes; target {target:g})"
-        )
-    lines += [
-        f"  env steps          {row['env_steps']:,}",
-        f"  throughput         {m['throughput_sps']:,.0f} env steps/s (over {m['training_s']:.1f} training s)",
-    ]
-    if m["wall_to_target_s"] is not None:
-        lines.append(f"  wall to target     {m['wall_to_target_s']:.1f} s (all billable phases)")
-        lines.append(
-            f"  USD to target      ${m['usd_to_target']:.4f} at {row['price_label']} (${row['price_usd_per_hour']:g}/h)"
-        )
-    else:
-        lines.append(f"  spent              {m['wall_s']:.1f} s, ${m['usd']:.4f} at {row['price_label']}")
-    lines += [f"  bottleneck         {m['bottleneck']}", f"  ledger             {ledger_path} ({n_rows} rows)"]
-    return "\n".join(lines)
-
-
-def config_from_overrides(overrides: dict[str, Any]) -> tuple[TrialConfig, dict[str, Any]]:
-    """Split ``key=value`` overrides into a validated TrialConfig and the other keys (price, out, run_id)."""
-    names = {f.name for f in fields(TrialConfig)}
-    extra_keys = {"price", "price.gpu", "price.kind", "price.usd_per_hour", "out", "run_id", "config"}
-    cfg_kwargs: dict[str, Any] = _from_file(overrides["config"]) if "config" in overrides else {}
-    flags: dict[str, Any] = {}
-    extra: dict[str, Any] = {}
-    for key, value in overrides.items():
-        if key.startswith("flags."):
-            flags[key.split(".", 1)[1]] = value
-        elif key in names:
-            cfg_kwargs[key] = value
-        elif key == "config":
-            continue
-        elif key in extra_keys:
-            extra[key] = value
-        else:
-            valid = sorted(names | extra_keys | {"flags.<name>"})
-            raise ConfigError(f"unknown key '{key}'; valid keys: {', '.join(valid)}")
-    if flags:
-        cfg_kwargs["flags"] = {**cfg_kwargs.get("flags", {}), **flags}
-    try:
-        cfg = TrialConfig(**cfg_kwargs)
-    except TypeError as exc:
-        raise ConfigError(str(exc)) from exc
-    return cfg.validate(), extra
-
-
-def _from_file(path: Any) -> dict[str, Any]:
-    """The ``trial`` section of a recommended.yaml (or any YAML holding TrialConfig keys at the top)."""
-    from sweep.config import read_yaml
-
-    data = read_yaml(Path(str(path)))
-    section = data.get("trial", data)
-    if not isinstance(section, dict):
-        raise ConfigError(f"config={path}: expected a 'trial' mapping")
-    names = {f.name for f in fields(TrialConfig)}
-    unknown = sorted(set(section) - names)
-    if unknown:
-        raise ConfigError(f"config={path}: unknown trial key(s) {unknown}")
-    return dict(section)
-
-
-def resolve_price(extra: dict[str, Any], device: str) -> Any:
-    """Price from ``price=`` (a GPU name or a $/hour number), ``price.gpu``, ``price.kind``, ``price.usd_per_hour``."""
-    from sweep import prices
-
-    shorthand = extra.get("price")
-    rate = extra.get("price.usd_per_hour")
-    gpu = extra.get("price.gpu")
-    if isinstance(shorthand, (int, float)) and not isinstance(shorthand, bool):
-        rate = shorthand
-    elif isinstance(shorthand, str):
-        gpu = shorthand
-    elif shorthand is not None:
-        raise ConfigError(f"price: expected a GPU name or a $/hour number (got {shorthand!r})")
-    if gpu is None:
-        gpu = prices.detect_gpu(device) if rate is None else "custom"
-    return prices.resolve(str(gpu), str(extra.get("price.kind", "on_demand")), rate)
-
-
-def main(argv: list[str]) -> int:
-    """``python -m sweep.trial key=value ...``: one trial, a summary, and its ledger."""
-    from sweep.cli import parse_overrides
-    from sweep.ledger import LedgerWriter, read_rows
-
-    cfg, extra = config_from_overrides(parse_overrides(argv))
-    device = resolve_device(cfg.device)
-    price = resolve_price(extra, device)
-    run_id = str(extra.get("run_id") or time.strftime("trial-%Y%m%d-%H%M%S"))
-    out = Path(str(extra.get("out") or Path("reports") / run_id))
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        ledger_path = out / "ledger.jsonl"
-        writer = LedgerWriter(ledger_path)
-    except OSError as exc:
-        raise ConfigError(f"out: cannot write to '{out}' ({exc.strerror}); choose a writable folder") from exc
-    print(
-        f"trial: {cfg.num_envs} envs x {cfg.num_steps_per_env} steps, profile={cfg.profile}, mode={cfg.mode}, "
-        f"device={device}, target {cfg.target:g} on {cfg.eval_episodes} held-out episodes, cap {cfg.cap_s:g} s",
-        flush=True,
-    )
-
-    def sink(row: Row) -> str:
-        writer.append(row)
-        if row.state == "running":
-            print(
-                f"  it {row.iteration:5d}  {row.env_steps:>11,} steps  {row.billable_s:7.1f} s  "
-                f"held-out success {row.success:.3f}  mean return {row.mean_return or float('nan'):.3f}",
-                flush=True,
-            )
-        return CONTINUE
-
-    with writer:
-        run_trial(cfg, sink, run_id=run_id, price_usd_per_hour=price.usd_per_hour, price_label=price.label, out_dir=out)
-    rows = read_rows(ledger_path)
-    print(format_summary(rows[-1], cfg.target, ledger_path, len(rows)))
-    return 0 if rows[-1]["state"] == "reached" else 1
-
-
 if __name__ == "__main__":
     from sweep.cli import run_main
+    from sweep.trial_cli import main
 
     run_main(main)

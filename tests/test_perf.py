@@ -12,8 +12,9 @@ import torch
 
 from sweep import perf
 from sweep.backends.mjx_locomotion import MjxLocomotionEnv, with_overrides
+from sweep.learner import SweepLoop
 from sweep.ledger import PhaseClock
-from sweep.trial import TrialConfig, _SweepLoop, agent_config
+from sweep.trial import TrialConfig, agent_config
 
 N, T = 16, 8
 #: Relative tolerance for flags documented as exact "within 1e-5 relative" (different float summation order).
@@ -43,7 +44,7 @@ def one_iteration(flags: dict, seed: int = 5) -> tuple[torch.Tensor, dict[str, f
         return update()
 
     alg.update = spy
-    loop = _SweepLoop(alg, env, cfg, {**flags, "log_every": 1}, PhaseClock(), "cpu")
+    loop = SweepLoop(alg, env, cfg, {**flags, "log_every": 1}, PhaseClock(), "cpu")
     loop(1)
     return captured["actions"], loop.last_losses, alg
 

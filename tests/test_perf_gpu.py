@@ -12,8 +12,9 @@ import torch
 
 from sweep import perf
 from sweep.backends.mjx_locomotion import MjxLocomotionEnv, with_overrides
+from sweep.learner import SweepLoop
 from sweep.ledger import PhaseClock
-from sweep.trial import TrialConfig, _SweepLoop, agent_config
+from sweep.trial import TrialConfig, agent_config
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 N, T = 512, 8
@@ -41,7 +42,7 @@ def iterations(flags: dict, n: int = 3) -> tuple[list[torch.Tensor], list[dict[s
         return update()
 
     alg.update = spy
-    loop = _SweepLoop(alg, env, cfg, {**flags, "log_every": 1}, PhaseClock(), "cuda")
+    loop = SweepLoop(alg, env, cfg, {**flags, "log_every": 1}, PhaseClock(), "cuda")
     for _ in range(n):
         loop(1)
         losses.append(dict(loop.last_losses))

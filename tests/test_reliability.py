@@ -139,9 +139,12 @@ class FaultyBackend(MjxLocomotion):
         def broken(actions):
             count[0] += 1
             obs, rew, dones, extras = step(actions)
-            if count[0] >= self.at:
-                if fault == "oom":
-                    raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
+            if fault == "nan_reward" and count[0] == self.at:  # one poisoned reward, then healthy again
+                rew = rew.clone()
+                rew[0] = float("nan")
+            elif count[0] >= self.at and fault == "oom":
+                raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
+            elif count[0] >= self.at and fault == "nan":
                 obs["policy"][0, 0] = float("nan")
             return obs, rew, dones, extras
 
@@ -158,6 +161,16 @@ def test_divergence_and_out_of_memory_fail_the_trial_with_the_cost_counted(fault
     assert final.state == "failed" and reason in final.reason, final.reason
     assert metrics(final.__dict__)["usd"] > 0 and final.env_steps > 0
     assert rows[-1] is final
+
+
+def test_fast_finite_check_skips_a_poisoned_update_and_the_ledger_counts_it(monkeypatch) -> None:
+    monkeypatch.setattr("sweep.trial.get_backend", lambda name: FaultyBackend("nan_reward", at=12))
+    cfg = tiny_trial(num_steps_per_env=8, eval_every_steps=16, flags={"compile_cache": True, "fast_finite_check": True})
+    rows = []
+    final = run_trial(cfg, lambda r: rows.append(r) or (CONTINUE if len(rows) < 3 else "stop"))
+    assert final.state == "capped", final.reason  # the trial went on past the bad update
+    assert final.skipped_updates == cfg.num_learning_epochs * cfg.num_mini_batches  # every step of that update
+    assert rows[0].skipped_updates == final.skipped_updates  # already on the first checkpoint row
 
 
 def test_soak_thirty_trials_rows_and_study_agree(tmp_path: Path) -> None:

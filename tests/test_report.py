@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from sweep import report
-from sweep.ledger import LedgerWriter, metrics
+from sweep.ledger import LedgerWriter, metrics, read_rows
 from tests.test_planner import row
 
 
@@ -72,6 +72,17 @@ def test_report_is_one_self_contained_file(tmp_path: Path) -> None:
     html = report.write(run_dir).read_text()
     assert not re.search(r"<script[^>]+src=\"http", html)
     assert "Plotly.newPlot" in html and "sortTable" in html
+
+
+def test_a_torn_last_ledger_line_never_crashes_the_report(tmp_path: Path) -> None:
+    run_dir, rows = write_run(tmp_path)
+    with open(run_dir / "ledger.jsonl", "a") as f:
+        f.write('{"run_id": "t", "trial": 9, "state": "runn')  # power cut mid-write
+    with pytest.warns(UserWarning, match="torn"):
+        html = report.write(run_dir).read_text()
+    assert "Plotly.newPlot" in html
+    with pytest.warns(UserWarning, match="torn"):
+        assert len(report.trials_table(read_rows(run_dir / "ledger.jsonl"))) == len({r["trial"] for r in rows})
 
 
 def chromium() -> str | None:

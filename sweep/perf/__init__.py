@@ -77,7 +77,7 @@ CATALOG: dict[str, Flag] = {
             (1, 10, 0),
             "read and report losses every N iterations (0: never; divergence is then caught by the finite check)",
             True,
-            "sweep.trial._SweepLoop (log phase)",
+            "sweep.learner.SweepLoop (log phase)",
         ),
         Flag(
             "critic_chunk",

@@ -1,0 +1,181 @@
+"""The training iterations of a trial: this runner's loop (flags decide its details) or rsl-rl's own.
+
+:func:`build_learner` returns a callable that trains ``n`` PPO iterations and bills them to the
+trial's :class:`~sweep.ledger.PhaseClock`: rollout time goes to ``sim`` and ``policy``, the update
+to ``learn``, loss read-out to ``log``. The device is synchronized only at those phase boundaries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from sweep import perf
+from sweep.errors import TrialFailed
+from sweep.ledger import PhaseClock
+
+
+class PolicyTimer:
+    """Accumulates time spent in torch (policy inference, storage) inside the rollout, without syncing.
+
+    On a GPU it records CUDA events and reads them once, at the phase boundary.
+    """
+
+    def __init__(self, device: str) -> None:
+        self.cuda = device.startswith("cuda")
+        self.pairs: list[tuple[Any, Any]] = []
+        self.cpu_s = 0.0
+        self._t0: Any = None
+
+    def start(self) -> None:
+        if self.cuda:
+            self._t0 = torch.cuda.Event(enable_timing=True)
+            self._t0.record()
+        else:
+            self._t0 = time.perf_counter()
+
+    def stop(self) -> None:
+        if self.cuda:
+            end = torch.cuda.Event(enable_timing=True)
+            end.record()
+            self.pairs.append((self._t0, end))
+        else:
+            self.cpu_s += time.perf_counter() - self._t0
+
+    def take(self) -> float:
+        """Seconds accumulated since the last take (call after a device sync)."""
+        seconds = self.cpu_s + sum(a.elapsed_time(b) for a, b in self.pairs) / 1000.0
+        self.pairs, self.cpu_s = [], 0.0
+        return seconds
+
+
+def build_learner(
+    cfg: Any,
+    env: Any,
+    device: str,
+    flags: dict[str, Any],
+    clock: PhaseClock,
+    out_dir: str | Path | None = None,
+    trial: int = 0,
+) -> tuple[Callable[[int], None], Any]:
+    """(train ``n`` iterations callable, PPO algorithm) for ``cfg.mode``; seeds torch with ``cfg.seed``."""
+    from rsl_rl.algorithms import PPO
+
+    from sweep.trial import agent_config
+
+    torch.manual_seed(cfg.seed)
+    train_cfg = agent_config(cfg)
+    perf.apply_to_agent_config(train_cfg, flags)
+    with contextlib.redirect_stdout(io.StringIO()):  # rsl-rl prints the model structure
+        if cfg.mode == "stock":
+            runner, alg = _stock_runner(env, train_cfg, device, out_dir, trial)
+        else:
+            alg_cfg = {**copy.deepcopy(train_cfg), "multi_gpu": None}
+            alg = PPO.construct_algorithm(env.get_observations(), env, alg_cfg, device)
+    perf.apply_to_algorithm(alg, flags)
+    if cfg.mode == "stock":
+        return _stock_chunk(runner, clock), alg
+    return SweepLoop(alg, env, cfg, flags, clock, device), alg
+
+
+def device_sync(device: str, env: Any) -> Callable[[], None]:
+    def sync() -> None:
+        env.synchronize()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize(device)
+
+    return sync
+
+
+class SweepLoop:
+    """This runner's training iterations: rollout (sim + policy), learn, log; flags decide the details."""
+
+    def __init__(self, alg: Any, env: Any, cfg: Any, flags: dict, clock: PhaseClock, device: str) -> None:
+        self.alg, self.env, self.cfg, self.flags, self.clock = alg, env, cfg, flags, clock
+        self.timer = PolicyTimer(device)
+        self.stats = perf.EpisodeStats(env.num_envs, device, deferred=bool(flags["deferred_episode_stats"]))
+        self.obs = env.get_observations()
+        self.iteration = 0
+        self.last_losses: dict[str, float] = {}
+        alg.train_mode()
+
+    def __call__(self, n_iters: int) -> None:
+        alg, env, clock = self.alg, self.env, self.clock
+        for _ in range(n_iters):
+            with clock.phase("sim"), torch.inference_mode():
+                obs = self.obs
+                for _ in range(self.cfg.num_steps_per_env):
+                    self.timer.start()
+                    actions = alg.act(obs)
+                    self.timer.stop()
+                    obs, rewards, dones, extras = env.step(actions)
+                    self.timer.start()
+                    if not self.flags["fast_finite_check"]:  # rsl-rl check_for_nan: a sync per step
+                        perf.check_nan(obs, rewards, dones)
+                    alg.process_env_step(obs, rewards, dones, extras)
+                    self.stats.update(rewards, dones)
+                    self.timer.stop()
+                self.obs = obs
+            policy_s = self.timer.take()
+            clock.add("sim", -policy_s)
+            clock.add("policy", policy_s)
+            with clock.phase("learn"):
+                with torch.inference_mode():
+                    alg.compute_returns(self.obs)
+                losses = alg.update()
+            self.iteration += 1
+            with clock.phase("log"):
+                if perf.should_log(self.flags, self.iteration):
+                    self.last_losses = {k: float(v) for k, v in losses.items()}
+                    # With the fast finite check a non-finite step was skipped (and counted), not fatal.
+                    finite = all(math.isfinite(v) for v in self.last_losses.values())
+                    if not finite and not self.flags["fast_finite_check"]:
+                        raise TrialFailed(f"diverged: non-finite PPO loss at iteration {self.iteration} ({losses})")
+
+    def take_mean_return(self) -> float | None:
+        return self.stats.take_mean()
+
+
+def _stock_runner(env: Any, train_cfg: dict, device: str, out_dir: str | Path | None, trial: int) -> tuple[Any, Any]:
+    """rsl-rl's OnPolicyRunner, unchanged, logging to TensorBoard as users run it."""
+    import tempfile
+
+    from rsl_rl.runners import OnPolicyRunner
+
+    base = Path(out_dir) / "trials" / f"{trial:04d}" if out_dir is not None else Path(tempfile.mkdtemp())
+    runner = OnPolicyRunner(env, copy.deepcopy(train_cfg), log_dir=str(base / "tensorboard"), device=device)
+    return runner, runner.alg
+
+
+def _stock_chunk(runner: Any, clock: PhaseClock) -> Callable[[int], None]:
+    """Train ``n`` iterations with ``runner.learn``; the update's own time goes to 'learn', the rest to 'sim'.
+
+    Timing the update needs no sync: rsl-rl's update already ends with ``.item()`` calls.
+    """
+    update = runner.alg.update
+    learn_s = [0.0]
+
+    def timed_update() -> dict:
+        t0 = time.perf_counter()
+        out = update()
+        learn_s[0] += time.perf_counter() - t0
+        return out
+
+    runner.alg.update = timed_update
+
+    def chunk(n_iters: int) -> None:
+        learn_s[0] = 0.0
+        with clock.phase("sim"):
+            runner.learn(n_iters)
+        clock.add("sim", -learn_s[0])
+        clock.add("learn", learn_s[0])
+
+    return chunk

@@ -1,0 +1,138 @@
+"""``python -m sweep.trial key=value ...``: one trial, its summary (from the ledger) and its ledger file."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from sweep.errors import ConfigError
+from sweep.ledger import Row
+from sweep.trial import CONTINUE, TrialConfig, resolve_device, run_trial
+
+
+def format_summary(row: dict, target: float, ledger_path: Path, n_rows: int) -> str:
+    """The trial summary, computed from a ledger row (never from in-memory state)."""
+    from sweep.ledger import metrics
+
+    m = metrics(row)
+    lines = [f"trial {row['trial']}: {row['state']} ({row['reason']})"]
+    if row.get("success") is not None:
+        lines.append(
+            f"  held-out success   {row['success']:.3f} (95% CI {row['success_lo']:.3f}-{row['success_hi']:.3f}, "
+            f"{row['eval_episodes']} episodes; target {target:g})"
+        )
+    lines += [
+        f"  env steps          {row['env_steps']:,}",
+        f"  throughput         {m['throughput_sps']:,.0f} env steps/s (over {m['training_s']:.1f} training s)",
+    ]
+    if m["wall_to_target_s"] is not None:
+        lines.append(f"  wall to target     {m['wall_to_target_s']:.1f} s (all billable phases)")
+        lines.append(
+            f"  USD to target      ${m['usd_to_target']:.4f} at {row['price_label']} (${row['price_usd_per_hour']:g}/h)"
+        )
+    else:
+        lines.append(f"  spent              {m['wall_s']:.1f} s, ${m['usd']:.4f} at {row['price_label']}")
+    lines += [f"  bottleneck         {m['bottleneck']}", f"  ledger             {ledger_path} ({n_rows} rows)"]
+    return "\n".join(lines)
+
+
+def config_from_overrides(overrides: dict[str, Any]) -> tuple[TrialConfig, dict[str, Any]]:
+    """Split ``key=value`` overrides into a validated TrialConfig and the other keys (price, out, run_id)."""
+    names = {f.name for f in fields(TrialConfig)}
+    extra_keys = {"price", "price.gpu", "price.kind", "price.usd_per_hour", "out", "run_id", "config"}
+    cfg_kwargs: dict[str, Any] = _from_file(overrides["config"]) if "config" in overrides else {}
+    flags: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for key, value in overrides.items():
+        if key.startswith("flags."):
+            flags[key.split(".", 1)[1]] = value
+        elif key in names:
+            cfg_kwargs[key] = value
+        elif key == "config":
+            continue
+        elif key in extra_keys:
+            extra[key] = value
+        else:
+            valid = sorted(names | extra_keys | {"flags.<name>"})
+            raise ConfigError(f"unknown key '{key}'; valid keys: {', '.join(valid)}")
+    if flags:
+        cfg_kwargs["flags"] = {**cfg_kwargs.get("flags", {}), **flags}
+    try:
+        cfg = TrialConfig(**cfg_kwargs)
+    except TypeError as exc:
+        raise ConfigError(str(exc)) from exc
+    return cfg.validate(), extra
+
+
+def _from_file(path: Any) -> dict[str, Any]:
+    """The ``trial`` section of a recommended.yaml (or any YAML holding TrialConfig keys at the top)."""
+    from sweep.config import read_yaml
+
+    data = read_yaml(Path(str(path)))
+    section = data.get("trial", data)
+    if not isinstance(section, dict):
+        raise ConfigError(f"config={path}: expected a 'trial' mapping")
+    names = {f.name for f in fields(TrialConfig)}
+    unknown = sorted(set(section) - names)
+    if unknown:
+        raise ConfigError(f"config={path}: unknown trial key(s) {unknown}")
+    return dict(section)
+
+
+def resolve_price(extra: dict[str, Any], device: str) -> Any:
+    """Price from ``price=`` (a GPU name or a $/hour number), ``price.gpu``, ``price.kind``, ``price.usd_per_hour``."""
+    from sweep import prices
+
+    shorthand = extra.get("price")
+    rate = extra.get("price.usd_per_hour")
+    gpu = extra.get("price.gpu")
+    if isinstance(shorthand, (int, float)) and not isinstance(shorthand, bool):
+        rate = shorthand
+    elif isinstance(shorthand, str):
+        gpu = shorthand
+    elif shorthand is not None:
+        raise ConfigError(f"price: expected a GPU name or a $/hour number (got {shorthand!r})")
+    if gpu is None:
+        gpu = prices.detect_gpu(device) if rate is None else "custom"
+    return prices.resolve(str(gpu), str(extra.get("price.kind", "on_demand")), rate)
+
+
+def main(argv: list[str]) -> int:
+    """``python -m sweep.trial key=value ...``: one trial, a summary, and its ledger."""
+    from sweep.cli import parse_overrides
+    from sweep.ledger import LedgerWriter, read_rows
+
+    cfg, extra = config_from_overrides(parse_overrides(argv))
+    device = resolve_device(cfg.device)
+    price = resolve_price(extra, device)
+    run_id = str(extra.get("run_id") or time.strftime("trial-%Y%m%d-%H%M%S"))
+    out = Path(str(extra.get("out") or Path("reports") / run_id))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        ledger_path = out / "ledger.jsonl"
+        writer = LedgerWriter(ledger_path)
+    except OSError as exc:
+        raise ConfigError(f"out: cannot write to '{out}' ({exc.strerror}); choose a writable folder") from exc
+    print(
+        f"trial: {cfg.num_envs} envs x {cfg.num_steps_per_env} steps, profile={cfg.profile}, mode={cfg.mode}, "
+        f"device={device}, target {cfg.target:g} on {cfg.eval_episodes} held-out episodes, cap {cfg.cap_s:g} s",
+        flush=True,
+    )
+
+    def sink(row: Row) -> str:
+        writer.append(row)
+        if row.state == "running":
+            print(
+                f"  it {row.iteration:5d}  {row.env_steps:>11,} steps  {row.billable_s:7.1f} s  "
+                f"held-out success {row.success:.3f}  mean return {row.mean_return or float('nan'):.3f}",
+                flush=True,
+            )
+        return CONTINUE
+
+    with writer:
+        run_trial(cfg, sink, run_id=run_id, price_usd_per_hour=price.usd_per_hour, price_label=price.label, out_dir=out)
+    rows = read_rows(ledger_path)
+    print(format_summary(rows[-1], cfg.target, ledger_path, len(rows)))
+    return 0 if rows[-1]["state"] == "reached" else 1
