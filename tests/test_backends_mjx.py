@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from sweep.backends import get_backend
-from sweep.backends.mjx_locomotion import NUM_ACTIONS, OBS_DIM, MjxLocomotionEnv, with_overrides
+from sweep.backends.mjx_locomotion import MjxLocomotionEnv, with_overrides
+from sweep.backends.mjx_task import NUM_ACTIONS, OBS_DIM
 from sweep.errors import ConfigError
 
 N = 8

@@ -16,20 +16,21 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 from tensordict import TensorDict
 
 from sweep.backends.base import Backend, Profile, TaskEnv
+from sweep.backends.mjx_task import (
+    NUM_ACTIONS,
+    PHYSICS_DT_S,
+    SUBSTEPS,
+    build_functions,
+    panel_keys,
+    train_keys,
+)
 from sweep.errors import ConfigError, require
-
-#: Seconds of simulated time per physics step (MJX's own example task uses the same).
-PHYSICS_DT_S = 0.004
-#: Physics steps per control step: control period = 5 x 4 ms = 20 ms (50 Hz policy).
-SUBSTEPS = 5
-OBS_DIM = 50
-NUM_ACTIONS = 12
 
 
 @dataclass(frozen=True)
@@ -123,199 +124,10 @@ def load_model(floor: str) -> Any:
     return spec.compile()
 
 
-class _State(NamedTuple):
-    """Batched simulator + task state (leading axis: env)."""
-
-    data: Any
-    cmd: Any
-    last_action: Any
-    steps: Any
-    key: Any
-    err_sum: Any
-
-
-def _build_functions(model: Any, params: TaskParams, donate: bool) -> dict[str, Any]:
-    """JAX functions of one task instance: reset (by keys), step, observe; all vmapped over envs."""
-    import jax
-    import jax.numpy as jnp
-    from mujoco import mjx
-
-    mjx_model = mjx.put_model(model)
-    data0 = mjx.make_data(mjx_model)
-    key_qpos = jnp.asarray(model.keyframe("standing").qpos)
-    default_ctrl = jnp.asarray(model.keyframe("standing").ctrl)
-    default_joints = key_qpos[7:]
-    ctrl_lo, ctrl_hi = jnp.asarray(model.actuator_ctrlrange[:, 0]), jnp.asarray(model.actuator_ctrlrange[:, 1])
-    if params.floor == "rough":
-        hf = model.hfield_data.reshape(model.hfield_nrow[0], model.hfield_ncol[0])
-        hfield = jnp.asarray(hf) * float(model.hfield_size[0, 2])
-        hsize = jnp.asarray(model.hfield_size[0, :2])
-    dt = PHYSICS_DT_S * SUBSTEPS
-
-    def rot_inv(q, v):  # rotate world vector v into the frame of unit quaternion q (w, x, y, z)
-        w, u = q[0], q[1:]
-        return v * (2 * w * w - 1) - 2 * w * jnp.cross(u, v) + 2 * u * jnp.dot(u, v)
-
-    def terrain_height(xy):
-        if params.floor != "rough":
-            return 0.0
-        rc = (xy / hsize + 1.0) * 0.5 * (jnp.asarray(hfield.shape[::-1]) - 1)  # (col, row)
-        col, row = jnp.round(rc).astype(jnp.int32)
-        return hfield[row, col]
-
-    def uniform(key, lo_hi):
-        return jax.random.uniform(key, (), minval=lo_hi[0], maxval=lo_hi[1])
-
-    def reset1(key):
-        k = jax.random.split(key, 7)
-        xy = jax.random.uniform(k[0], (2,), minval=-1.0, maxval=1.0) * params.spawn_radius_m
-        yaw = jax.random.uniform(k[1], (), minval=-jnp.pi, maxval=jnp.pi)
-        qpos = key_qpos.at[0:2].set(xy)
-        qpos = qpos.at[2].add(terrain_height(xy) + (0.02 if params.floor == "rough" else 0.0))
-        qpos = qpos.at[3:7].set(jnp.array([jnp.cos(yaw / 2), 0.0, 0.0, jnp.sin(yaw / 2)]))
-        qpos = qpos.at[7:].add(jax.random.uniform(k[2], (NUM_ACTIONS,), minval=-0.05, maxval=0.05))
-        cmd = jnp.stack([uniform(k[3], params.cmd_vx), uniform(k[4], params.cmd_vy), uniform(k[5], params.cmd_yaw)])
-        return qpos, jnp.zeros(model.nv), cmd, k[6]
-
-    # ctrl order: FL, HL, FR, HR x (abduction, hip, knee); diagonal pairs (FL, HR) and (HL, FR) trot together
-    knee_mask = jnp.zeros(NUM_ACTIONS).at[jnp.array([2, 5, 8, 11])].set(1.0)
-    leg_offset = jnp.repeat(jnp.array([0.0, jnp.pi, jnp.pi, 0.0]), 3)
-
-    def phase(steps):
-        return 2 * jnp.pi * params.gait_hz * steps * PHYSICS_DT_S * SUBSTEPS
-
-    def gait_offset(steps):
-        swing = jnp.maximum(0.0, jnp.sin(phase(steps) + leg_offset))
-        return params.gait_knee_rad * knee_mask * swing
-
-    def observe1(qpos, qvel, cmd, last_action, steps):
-        quat = qpos[3:7]
-        v = rot_inv(quat, qvel[0:3])  # world linear velocity -> body frame
-        w = qvel[3:6]  # a free joint's angular velocity is already in the body frame
-        g = rot_inv(quat, jnp.array([0.0, 0.0, -1.0]))
-        cmd_scaled = cmd * jnp.array([2.0, 2.0, 0.25])
-        joints = qpos[7:] - default_joints
-        clock = jnp.stack([jnp.sin(phase(steps)), jnp.cos(phase(steps))])
-        return jnp.concatenate([v * 2.0, w * 0.25, g, cmd_scaled, joints, qvel[6:] * 0.05, last_action, clock])
-
-    def observe(state):
-        return jax.vmap(observe1)(state.data.qpos, state.data.qvel, state.cmd, state.last_action, state.steps)
-
-    def restart(state, done, keys):
-        """Fresh episodes where ``done``; the stepped state elsewhere (same shapes: no recompile)."""
-        qpos, qvel, cmd, key = jax.vmap(reset1)(keys)
-
-        def pick(new, old):
-            mask = done.reshape(done.shape + (1,) * (old.ndim - 1))
-            return jnp.where(mask, new, old)
-
-        data = state.data.replace(
-            qpos=pick(qpos, state.data.qpos),
-            qvel=pick(qvel, state.data.qvel),
-            qacc_warmstart=pick(jnp.zeros_like(state.data.qacc_warmstart), state.data.qacc_warmstart),
-            ctrl=pick(jnp.broadcast_to(default_ctrl, state.data.ctrl.shape), state.data.ctrl),
-        )
-        zero = jnp.zeros_like
-        return _State(
-            data=data,
-            cmd=pick(cmd, state.cmd),
-            last_action=pick(zero(state.last_action), state.last_action),
-            steps=jnp.where(done, 0, state.steps),
-            key=pick(key, state.key),
-            err_sum=jnp.where(done, 0.0, state.err_sum),
-        )
-
-    def reset_all(keys):
-        n = keys.shape[0]
-        data = jax.vmap(lambda _: data0)(jnp.arange(n))
-        blank = _State(
-            data=data,
-            cmd=jnp.zeros((n, 3)),
-            last_action=jnp.zeros((n, NUM_ACTIONS)),
-            steps=jnp.zeros(n, jnp.int32),
-            key=keys,
-            err_sum=jnp.zeros(n),
-        )
-        state = restart(blank, jnp.ones(n, bool), keys)
-        return state, observe(state)
-
-    def physics1(data, action, cmd, last_action, steps, key, err_sum):
-        ctrl = default_ctrl + params.action_scale_rad * action + gait_offset(steps)
-        ctrl = jnp.clip(ctrl, ctrl_lo, ctrl_hi)
-        data = data.replace(ctrl=ctrl)
-        data = jax.lax.fori_loop(0, SUBSTEPS, lambda _, d: mjx.step(mjx_model, d), data)
-        steps = steps + 1
-        key, k_push, k_next = jax.random.split(key, 3)
-        if params.push_every_steps > 0:
-            push = jax.random.uniform(k_push, (2,), minval=-params.push_mps, maxval=params.push_mps)
-            hit = (steps % params.push_every_steps) == 0
-            data = data.replace(qvel=data.qvel.at[0:2].add(jnp.where(hit, push, 0.0)))
-        qpos, qvel = data.qpos, data.qvel
-        quat = qpos[3:7] / jnp.linalg.norm(qpos[3:7])
-        v = rot_inv(quat, qvel[0:3])
-        w = qvel[3:6]
-        g = rot_inv(quat, jnp.array([0.0, 0.0, -1.0]))
-        err_xy = jnp.linalg.norm(cmd[0:2] - v[0:2])
-        err_yaw = cmd[2] - w[2]
-        rew = (
-            1.5 * jnp.exp(-(err_xy**2) / 0.25)
-            + 0.5 * jnp.exp(-(err_yaw**2) / 0.25)
-            - 2.0 * v[2] ** 2
-            - 0.05 * jnp.sum(w[0:2] ** 2)
-            - 5.0 * jnp.sum(g[0:2] ** 2)
-            - 1e-5 * jnp.sum(data.actuator_force**2)
-            - 0.01 * jnp.sum((action - last_action) ** 2)
-        ) * dt
-        height = qpos[2] - terrain_height(qpos[0:2])
-        fell = (g[2] > -0.5) | (height < 0.1) | ~jnp.all(jnp.isfinite(qpos))
-        rew = jnp.where(fell, rew - 2.0, rew)
-        err_sum = err_sum + err_xy
-        time_out = (steps >= params.episode_steps) & ~fell
-        success = ~fell & (err_sum / steps < params.success_threshold_mps)
-        return data, rew, fell, time_out, success, steps, k_next, err_sum
-
-    def step(state, actions):
-        actions = actions.astype(jnp.float32)
-        data, rew, fell, time_out, success, steps, key, err_sum = jax.vmap(physics1)(
-            state.data, actions, state.cmd, state.last_action, state.steps, state.key, state.err_sum
-        )
-        stepped = _State(data, state.cmd, actions, steps, key, err_sum)
-        done = fell | time_out
-        state = restart(stepped, done, key)
-        obs = observe(state)
-        flags = jnp.stack([done, time_out, success], axis=-1).astype(jnp.int32)
-        return state, obs, rew.astype(jnp.float32), flags
-
-    def sim_only(state, actions):
-        return step(state, actions)[0]
-
-    donate_args = (0,) if donate else ()
-    return {
-        "reset": jax.jit(reset_all),
-        "step": jax.jit(step, donate_argnums=donate_args),
-        "sim_only": jax.jit(sim_only, donate_argnums=donate_args),
-    }
-
-
-def _train_keys(seed: int, num_envs: int) -> Any:
-    """Training randomness: a stream tagged 0, separate by construction from evaluation's (tag 1)."""
-    import jax
-
-    return jax.random.split(jax.random.fold_in(jax.random.PRNGKey(seed), 0), num_envs)
-
-
-def _panel_keys(seeds: Sequence[int]) -> Any:
-    """Evaluation randomness: one key per held-out episode seed, in the stream tagged 1."""
-    import jax
-    import jax.numpy as jnp
-
-    return jax.vmap(lambda s: jax.random.fold_in(jax.random.PRNGKey(s), 1))(jnp.asarray(list(seeds), jnp.uint32))
-
-
 class MjxLocomotionEnv(TaskEnv):
     """Batched Barkour velocity tracking as an rsl-rl ``VecEnv`` (observations under group 'policy')."""
 
-    def __init__(self, num_envs: int, seed: int, device: str, params: TaskParams, donate: bool = True) -> None:
+    def __init__(self, num_envs: int, seed: int, device: str, params: TaskParams, donate: bool = False) -> None:
         import jax
 
         self.num_envs = num_envs
@@ -327,8 +139,8 @@ class MjxLocomotionEnv(TaskEnv):
         self.cfg = asdict(params)
         self._jax_device = _jax_device_for(device)
         with jax.default_device(self._jax_device):
-            self._fn = _build_functions(load_model(params.floor), params, donate)
-            self._keys = jax.device_put(_train_keys(seed, num_envs), self._jax_device)
+            self._fn = build_functions(load_model(params.floor), params, donate)
+            self._keys = jax.device_put(train_keys(seed, num_envs), self._jax_device)
             self._state, obs = self._fn["reset"](self._keys)
         self._obs = self._wrap_obs(obs)
 
@@ -354,10 +166,10 @@ class MjxLocomotionEnv(TaskEnv):
 
     @episode_length_buf.setter
     def episode_length_buf(self, value: torch.Tensor) -> None:
-        import jax.numpy as jnp
+        import jax
 
-        steps = jnp.asarray(value.detach().to("cpu").numpy(), jnp.int32)
-        self._state = self._state._replace(steps=jax_put(steps, self._jax_device))
+        steps = value.detach().to("cpu", torch.int32).numpy()
+        self._state = self._state._replace(steps=jax.device_put(steps, self._jax_device))  # committed: no recompile
 
     # -- sweep TaskEnv -------------------------------------------------------------------------
     def reset_with_seeds(self, seeds: Sequence[int]) -> TensorDict:
@@ -366,7 +178,7 @@ class MjxLocomotionEnv(TaskEnv):
 
         if len(seeds) != self.num_envs:
             raise ValueError(f"reset_with_seeds needs {self.num_envs} seeds, got {len(seeds)}")
-        self._state, obs = self._fn["reset"](jax.device_put(_panel_keys(seeds), self._jax_device))
+        self._state, obs = self._fn["reset"](jax.device_put(panel_keys(seeds), self._jax_device))
         self._obs = self._wrap_obs(obs)
         return self._obs
 
@@ -405,13 +217,6 @@ class MjxLocomotionEnv(TaskEnv):
         return TensorDict({"policy": torch.from_dlpack(obs)}, batch_size=[self.num_envs], device=self.device)
 
 
-def jax_put(x: Any, device: Any) -> Any:
-    """Commit ``x`` to ``device`` (uncommitted arrays would make jit recompile)."""
-    import jax
-
-    return jax.device_put(x, device)
-
-
 def _jax_device_for(device: str) -> Any:
     """The JAX device that shares memory with torch ``device`` ('cpu', 'cuda', 'cuda:1')."""
     import jax
@@ -445,7 +250,7 @@ class MjxLocomotion(Backend):
             raise ConfigError(f"knobs: unknown mjx_locomotion knob(s) {sorted(unknown)}; valid: {list(self.knobs)}")
         require("jax")
         return MjxLocomotionEnv(
-            num_envs, seed, device, PROFILES[profile], donate=bool(knobs.get("buffer_donation", True))
+            num_envs, seed, device, PROFILES[profile], donate=bool(knobs.get("buffer_donation", False))
         )
 
     def control_dt_s(self, profile: str) -> float:
