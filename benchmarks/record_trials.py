@@ -78,6 +78,7 @@ def grid(args: argparse.Namespace) -> list[dict]:
             price_usd_per_hour=1.0,
             price_label="recorded",
         )
+        save(rows, args)  # after every trial: a long recording that stops early keeps what it has
         print(
             f"{i:3d} {n}x{h} {dict(zip(flags, values, strict=True))} seed {seed}: {end.state} "
             f"at {end.billable_s:.0f} s (success {end.success})",
