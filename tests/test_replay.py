@@ -1,0 +1,69 @@
+"""The replay backend serves recorded trials exactly as recorded, and the search benchmark runs on them."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from sweep.backends.replay import config_key, load_table
+from sweep.trial import CONTINUE, PRUNE, TrialConfig, run_trial
+from tests.helpers import ROOT
+from tests.replay_table import write_table
+
+RECORDED = sorted((ROOT / "benchmarks" / "data").glob("*_grid.json"))
+
+
+def replay(table: Path, params: dict, sink, seed: int = 0, cap_s: float = 1e6):
+    cfg = TrialConfig(
+        backend="replay",
+        profile="recorded",
+        num_envs=params["num_envs"],
+        num_steps_per_env=params["num_steps_per_env"],
+        seed=seed,
+        cap_s=cap_s,
+        backend_options={"table": str(table)},
+    )
+    return run_trial(cfg, sink, price_usd_per_hour=3600.0, price_label="t")
+
+
+def test_rows_come_from_the_record(tmp_path: Path) -> None:
+    table = write_table(tmp_path / "t.json")
+    record = next(t for t in load_table(str(table))["trials"] if t["params"]["num_envs"] == 64 and t["seed"] == 0)
+    rows = []
+    final = replay(table, record["params"], lambda r: rows.append(r) or CONTINUE)
+    assert final.state == "reached"
+    for row, rec in zip(rows[:-1], record["curve"], strict=False):
+        assert row.billable_s == rec["billable_s"] and row.success == rec["success"]  # time from the record
+    assert final.billable_s == rows[-2].billable_s
+
+
+def test_prune_and_cap_are_honoured(tmp_path: Path) -> None:
+    table = write_table(tmp_path / "t.json")
+    params = {"num_envs": 128, "num_steps_per_env": 16}
+    pruned = replay(table, params, lambda r: PRUNE)
+    assert pruned.state == "pruned" and pruned.iteration == 10  # stopped at its first checkpoint
+    capped = replay(table, params, lambda r: CONTINUE, cap_s=9.0)
+    assert capped.state == "capped" and capped.billable_s == 9.0
+
+
+@pytest.mark.skipif(not RECORDED, reason="no recorded grid under benchmarks/data")
+@pytest.mark.parametrize("path", RECORDED, ids=[p.name for p in RECORDED])
+def test_recorded_grid_is_complete_and_replays(path: Path) -> None:
+    table = json.loads(path.read_text())
+    spec = importlib.util.spec_from_file_location("search_efficiency", ROOT / "benchmarks" / "search_efficiency.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    space = bench.table_space(table)
+    combos = 1
+    for values in space.values():
+        combos *= len(values)
+    assert len({config_key(t["params"]) for t in table["trials"]}) == combos, "the grid has holes"
+
+    class Args:
+        target, budget, trial_cap, max_trials = 0.9, 1e9, 300.0, 6
+
+    rows = bench.run_planner(str(path), space, "planner", 0, Args())
+    assert rows and all(r["billable_s"] >= 0 for r in rows)
