@@ -138,7 +138,7 @@ def run_planner(table_path: str, space: dict[str, list], strategy: str, seed: in
     cfg = config_mod.validate(config_mod.build(data, "search_efficiency", has_gpu=False))
     cfg.run_id = f"{strategy}-{seed}"
     with tempfile.TemporaryDirectory() as tmp:
-        Planner(cfg, Path(tmp), InlinePool(), PRICE, "recorded", 0.02).run()
+        Planner(cfg, Path(tmp), InlinePool(), PRICE, "recorded", 0.02, poll_s=0.001).run()
         return read_rows(Path(tmp) / "ledger.jsonl")
 
 
@@ -150,8 +150,7 @@ def run_asha(table: dict[str, Any], seed: int, args: Any, eta: int = 3, rungs: i
         configs.setdefault(config_key(t["params"]), []).append(t)
     keys = list(configs)
     rng.shuffle(keys)
-    n = eta ** (rungs - 1) * 2
-    alive = keys[:n]
+    alive = keys[: args.max_trials]
     rows: list[dict] = []
     spent: dict[tuple, float] = {}
     for rung in range(rungs):

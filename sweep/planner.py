@@ -31,6 +31,9 @@ from sweep.trial import CONTINUE, PRUNE, STOP, trial_params
 
 #: A running trial's reservation includes one more checkpoint interval beyond its allowance.
 RESERVE_MARGIN = 1.1
+#: Repeated proposals told and skipped in a row before the planner runs a repeat anyway.
+MAX_REPEATS = 20
+DUPLICATE = "repeat"
 
 
 @dataclass
@@ -116,6 +119,7 @@ class Planner:
         profile: str,
         control_dt_s: float,
         progress: Callable[[dict], None] = lambda s: None,
+        poll_s: float = 0.2,
     ) -> None:
         self.cfg, self.run_dir, self.pool, self.price = cfg, Path(run_dir), pool, price
         self.profile, self.control_dt_s, self.progress = profile, control_dt_s, progress
@@ -124,6 +128,18 @@ class Planner:
         self.rows = read_rows(self.ledger_path)
         self.running: dict[int, Running] = {}
         self.stopping = ""
+        self.poll_s = poll_s
+        """Seconds between polls of the workers (replayed trials need none)."""
+        ends = last_rows(self.rows)
+        self.unrun = {t for t, r in ends.items() if r["billable_s"] == 0 and r["state"] == "pruned"}
+        """Trials told without running (infeasible configs, repeats): they do not count towards max_trials."""
+        self.tried = {_config_key(r["params"]) for t, r in ends.items() if t not in self.unrun}
+        """Configs already run, so the planner does not pay twice for the same evidence."""
+        self.feasible = sum(
+            not any(v > 0 for v in space.violations(p, cfg, control_dt_s, price.memory_gib).values())
+            for p in space.grid_points(cfg, 0)
+        )
+        """How many configs of the space satisfy the constraints."""
 
     # -- the study ---------------------------------------------------------------------------
     def study(self) -> Any:
@@ -195,7 +211,7 @@ class Planner:
                     self.progress(self.status())
                     if not self.running and (self.stopping or not self._may_start(study)):
                         break
-                    time.sleep(0.2)
+                    time.sleep(self.poll_s)
             except KeyboardInterrupt:
                 self.stopping = "interrupted (Ctrl-C)"
                 self._stop_running(study, "interrupted by the user (Ctrl-C); billed up to the stop")
@@ -216,11 +232,11 @@ class Planner:
     def _may_start(self, study: Any) -> bool:
         if self.stopping:
             return False
-        started = _started(study)
+        started = _started(study) - len(self.unrun)
         if started >= self.cfg.budget.max_trials:
             self.stopping = f"trial limit ({self.cfg.budget.max_trials}) reached"
             return False
-        if self.cfg.sampler == "grid" and started >= len(space.grid_points(self.cfg, 0)):
+        if self.cfg.sampler == "grid" and started >= space.size(self.cfg):
             self.stopping = "every grid point tried"
             return False
         allowance = allowance_usd(self.cfg.budget.trial_usd, self.best_usd(), self.cfg.prune)
@@ -231,20 +247,29 @@ class Planner:
         return True
 
     def _start_trials(self, study: Any) -> None:
+        repeats = 0
         while self.pool.idle() > 0 and self._may_start(study):
             trial = study.ask()
             params = space.suggest(trial, self.cfg)
-            found = space.violations(params, self.cfg, self.control_dt_s, self.price.memory_gib)
-            if any(v > 0 for v in found.values()):
-                self._tell_infeasible(study, trial, params, found)
-                continue
             allowance = allowance_usd(self.cfg.budget.trial_usd, self.best_usd(), self.cfg.prune)
             cap_s = allowance * 3600.0 / self.price.usd_per_hour
             trial_cfg = space.trial_config(
                 params, self.cfg, self.profile, self.cfg.seeds.training + trial.number, cap_s
             )
+            knobs = trial_params(trial_cfg)
+            found = space.violations(params, self.cfg, self.control_dt_s, self.price.memory_gib)
+            if any(v > 0 for v in found.values()):
+                self._tell_unrun(study, trial, knobs, space.infeasible_reason(found), found)
+                continue
+            key = _config_key(knobs)
+            if key in self.tried and len(self.tried) < self.feasible and repeats < MAX_REPEATS:
+                # The sampler proposed a config already run while others remain untried: no new evidence.
+                repeats += 1
+                self._tell_unrun(study, trial, knobs, f"{DUPLICATE}: this config already ran", {"repeat": 1.0})
+                continue
+            self.tried.add(key)
             trial.set_user_attr("trial_config", _plain(trial_cfg))
-            self.running[trial.number] = Running(trial.number, trial, trial_params(trial_cfg), allowance=allowance)
+            self.running[trial.number] = Running(trial.number, trial, knobs, allowance=allowance)
             node = self.pool.submit(trial.number, trial_cfg, self.cfg.run_id, self.price, str(self.run_dir))
             trial.set_user_attr("node", node)
 
@@ -329,10 +354,11 @@ class Planner:
         study.tell(run.optuna_trial, state=optuna.trial.TrialState.FAIL)
         del self.running[run.number]
 
-    def _tell_infeasible(self, study: Any, trial: Any, params: dict, found: dict[str, float]) -> None:
+    def _tell_unrun(self, study: Any, trial: Any, params: dict, reason: str, found: dict[str, float]) -> None:
+        """A trial told PRUNED without running (infeasible or a repeat): a zero-cost ledger row, no spend."""
         import optuna
 
-        reason = space.infeasible_reason(found)
+        self.unrun.add(trial.number)
         for key, value in found.items():
             trial.set_constraint(key, value)
         trial.set_user_attr("state", "pruned")
@@ -389,6 +415,11 @@ def _started(study: Any) -> int:
     import optuna
 
     return sum(t.state != optuna.trial.TrialState.WAITING for t in study.get_trials(deepcopy=False))
+
+
+def _config_key(params: dict[str, Any]) -> tuple:
+    """What identifies a config in the ledger (its knobs and flags)."""
+    return tuple(sorted((k, str(v)) for k, v in params.items()))
 
 
 def _plain(cfg: Any) -> dict[str, Any]:

@@ -27,6 +27,14 @@ def suggest(trial: Any, cfg: RunConfig) -> dict[str, Any]:
     return {name: trial.suggest_categorical(name, values) for name, values in choices(cfg).items()}
 
 
+def size(cfg: RunConfig) -> int:
+    """How many distinct configs the space holds."""
+    total = 1
+    for values in choices(cfg).values():
+        total *= len(values)
+    return total
+
+
 def grid_points(cfg: RunConfig, seed: int) -> list[dict[str, Any]]:
     """Every combination of the choices, in an order shuffled by ``seed`` (grid search)."""
     import itertools
