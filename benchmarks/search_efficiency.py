@@ -23,8 +23,8 @@ from typing import Any
 
 from sweep import config as config_mod
 from sweep.backends.replay import config_key, load_table
-from sweep.ledger import last_rows, metrics, read_rows
-from sweep.planner import Planner, summary_figures
+from sweep.ledger import last_rows, metrics, read_rows, summary_figures
+from sweep.planner import Planner
 from sweep.prices import resolve
 from sweep.trial import CONTINUE, TrialConfig, run_trial
 

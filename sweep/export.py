@@ -15,8 +15,7 @@ from typing import Any
 import yaml
 
 from sweep import __version__
-from sweep.ledger import last_rows, metrics, read_rows
-from sweep.planner import summary_figures
+from sweep.ledger import last_rows, metrics, read_rows, summary_figures
 
 
 def _versions(backend: Any) -> dict[str, str]:

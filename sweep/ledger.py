@@ -174,6 +174,34 @@ def last_rows(rows: Iterable[dict]) -> dict[int, dict]:
     return out
 
 
+def summary_figures(rows: list[dict]) -> dict[str, Any]:
+    """Study-level figures from the ledger: spend by state, best cost to target, Pareto set."""
+    ends = last_rows(rows)
+    by_state: dict[str, float] = {}
+    for r in ends.values():
+        by_state[r["state"]] = by_state.get(r["state"], 0.0) + metrics(r)["usd"]
+    reached = sorted(
+        (metrics(r)["usd_to_target"], metrics(r)["wall_to_target_s"], t)
+        for t, r in ends.items()
+        if r["state"] == "reached"
+    )
+    pareto, best_wall = [], float("inf")
+    for _cost, wall, t in reached:
+        if wall < best_wall:
+            pareto.append(t)
+            best_wall = wall
+    total = sum(by_state.values())
+    return {
+        "total_usd": total,
+        "usd_by_state": by_state,
+        "pruned_failed_share": (by_state.get("pruned", 0.0) + by_state.get("failed", 0.0)) / total if total else 0.0,
+        "best_trial": reached[0][2] if reached else None,
+        "pareto": pareto,
+        "trials": len(ends),
+        "usd_per_reaching_trial": total / len(reached) if reached else None,
+    }
+
+
 def frame(rows: Iterable[dict]) -> Any:
     """A pandas view: one line per row, params flattened as ``p.<knob>``, metrics added."""
     import pandas as pd

@@ -1,16 +1,15 @@
 """The planner: the driver alone owns the Optuna study; it asks, dispatches, reads rows, prunes and tells.
 
-Objectives (minimized): USD to target and wall-clock to target. Optuna cannot prune
-multi-objective studies, so :class:`CostPruner` decides from ledger rows: a trial that has spent
-more than the best known USD-to-target, or whose success curve cannot reach the target before
-that, is stopped and told PRUNED. The study budget counts every trial; :func:`reserve_usd` makes
-sure no trial starts that the rest of the budget cannot pay.
+Objectives (minimized): USD to target and wall-clock to target. Continue/prune decisions and the
+budget reservations come from :mod:`sweep.scheduler`; the study budget counts every trial. A config
+the sampler proposes again while others remain untried is not paid for twice: it is told PRUNED at
+no cost, like a config that breaks a constraint.
 
 How trials are told to Optuna (so none is lost to the sampler):
 - reached: COMPLETE with (usd, wall) to target, feasible;
 - capped or failed by its own fault (divergence, out of memory): COMPLETE with the cost spent and a
   positive ``success_gap`` constraint (infeasible, ranked by how close it came);
-- pruned and infeasible-before-start: PRUNED with the same constraint;
+- pruned, and told without running (infeasible, a repeat): PRUNED with the constraint;
 - lost to infrastructure (worker or driver died): FAIL.
 """
 
@@ -26,73 +25,13 @@ from typing import Any
 from sweep import space
 from sweep.config import RunConfig
 from sweep.ledger import LedgerWriter, Row, last_rows, metrics, read_rows
-from sweep.prices import Price, usd
+from sweep.prices import Price
+from sweep.scheduler import CostPruner, allowance_usd, can_start, reserve_usd
 from sweep.trial import CONTINUE, PRUNE, STOP, trial_params
 
-#: A running trial's reservation includes one more checkpoint interval beyond its allowance.
-RESERVE_MARGIN = 1.1
 #: Repeated proposals told and skipped in a row before the planner runs a repeat anyway.
 MAX_REPEATS = 20
 DUPLICATE = "repeat"
-
-
-@dataclass
-class CostPruner:
-    """Decides continue / prune for a running trial from its own checkpoint rows."""
-
-    target: float
-    min_points: int = 3
-    """Checkpoints needed before the curve is extrapolated."""
-    slack: float = 1.25
-    """Prune on extrapolation only when the predicted cost exceeds the best by this factor."""
-
-    def decide(self, rows: list[dict], best_usd: float | None) -> tuple[str, str]:
-        """(decision, reason) for the trial whose rows (oldest first) end at its latest checkpoint."""
-        if best_usd is None or not rows:
-            return CONTINUE, ""
-        spent = metrics(rows[-1])["usd"]
-        if spent > best_usd:
-            return PRUNE, f"spent ${spent:.4f} > best USD-to-target ${best_usd:.4f}"
-        predicted = self.predicted_usd(rows)
-        if predicted is not None and predicted > self.slack * best_usd:
-            return (
-                PRUNE,
-                f"success curve reaches the target at ~${predicted:.4f} > {self.slack:g} x best ${best_usd:.4f}",
-            )
-        return CONTINUE, ""
-
-    def predicted_usd(self, rows: list[dict]) -> float | None:
-        """USD at which a least-squares line through the last checkpoints meets the target (inf if flat)."""
-        points = [(metrics(r)["usd"], r["success"]) for r in rows if r.get("success") is not None]
-        if len(points) < self.min_points:
-            return None
-        points = points[-self.min_points :]
-        xs, ys = [p[0] for p in points], [p[1] for p in points]
-        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-        sxx = sum((x - mx) ** 2 for x in xs)
-        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx if sxx > 0 else 0.0
-        if ys[-1] >= self.target:
-            return xs[-1]
-        if slope <= 0:
-            return float("inf")
-        return xs[-1] + (self.target - ys[-1]) / slope
-
-
-def allowance_usd(trial_cap_usd: float, best_usd: float | None, prune: bool) -> float:
-    """Most a new trial may cost: its cap, or (with pruning) the best known cost to target if lower."""
-    if prune and best_usd is not None:
-        return min(trial_cap_usd, best_usd)
-    return trial_cap_usd
-
-
-def reserve_usd(spent_usd: float, allowance: float) -> float:
-    """What the budget must keep for a running trial: its allowance plus one checkpoint, or its spend."""
-    return max(spent_usd, allowance * RESERVE_MARGIN)
-
-
-def can_start(budget_usd: float, finished_usd: float, running_reserved_usd: float, allowance: float) -> bool:
-    """A trial starts only if the budget left after every running trial's reservation pays its own."""
-    return budget_usd - finished_usd - running_reserved_usd >= reserve_usd(0.0, allowance)
 
 
 @dataclass
@@ -428,32 +367,4 @@ def _plain(cfg: Any) -> dict[str, Any]:
     return asdict(cfg)
 
 
-def summary_figures(rows: list[dict]) -> dict[str, Any]:
-    """Study-level figures from the ledger: spend by state, best cost to target, Pareto set."""
-    ends = last_rows(rows)
-    by_state: dict[str, float] = {}
-    for r in ends.values():
-        by_state[r["state"]] = by_state.get(r["state"], 0.0) + metrics(r)["usd"]
-    reached = sorted(
-        (metrics(r)["usd_to_target"], metrics(r)["wall_to_target_s"], t)
-        for t, r in ends.items()
-        if r["state"] == "reached"
-    )
-    pareto, best_wall = [], float("inf")
-    for _cost, wall, t in reached:
-        if wall < best_wall:
-            pareto.append(t)
-            best_wall = wall
-    total = sum(by_state.values())
-    return {
-        "total_usd": total,
-        "usd_by_state": by_state,
-        "pruned_failed_share": (by_state.get("pruned", 0.0) + by_state.get("failed", 0.0)) / total if total else 0.0,
-        "best_trial": reached[0][2] if reached else None,
-        "pareto": pareto,
-        "trials": len(ends),
-        "usd_per_reaching_trial": total / len(reached) if reached else None,
-    }
-
-
-__all__ = ["CostPruner", "Planner", "allowance_usd", "can_start", "reserve_usd", "summary_figures", "usd"]
+__all__ = ["Planner"]

@@ -11,8 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sweep.ledger import PHASES, last_rows, metrics, read_rows
-from sweep.planner import summary_figures
+from sweep.ledger import PHASES, last_rows, metrics, read_rows, summary_figures
 
 STATE_COLORS = {
     "reached": "#2ca02c",

@@ -12,7 +12,7 @@ import yaml
 
 from sweep import report
 from sweep.ledger import LedgerWriter, metrics, read_rows
-from tests.test_planner import row
+from tests.test_scheduler import row
 
 
 def write_run(tmp_path: Path) -> tuple[Path, list[dict]]:

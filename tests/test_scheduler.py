@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sweep.planner import RESERVE_MARGIN, CostPruner, allowance_usd, can_start, reserve_usd, summary_figures
+from sweep.ledger import summary_figures
+from sweep.scheduler import RESERVE_MARGIN, CostPruner, allowance_usd, can_start, reserve_usd
 from sweep.trial import CONTINUE, PRUNE
 
 PRICE = 3600.0  # $/hour, so 1 billable second costs $1
