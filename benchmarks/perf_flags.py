@@ -85,6 +85,8 @@ def main() -> None:
                 print(f"{spec} {name}: failed ({type(exc).__name__}: {exc})", flush=True)
                 continue
             print(f"{spec} {name:40s} {rows[name]['sps']:12,.0f} env steps/s", flush=True)
+            results["configs"][spec] = {"variants": rows}
+            save(results, args.out)  # a run cut short keeps what it measured
         envs[True].restart()
         limit = sim_only_rate(envs[True], horizon * args.iters)
         stock = rows.get("stock rsl-rl", {}).get("sps")
@@ -101,10 +103,15 @@ def main() -> None:
         if "all flags on" in rows:
             print(f"all flags on = {rows['all flags on']['sps'] / limit:.0%} of the simulator-alone rate")
         results["configs"][spec] = {"variants": rows, "sim_only_sps": limit}
+        save(results, args.out)
         for env in envs.values():
             env.close()
-    if args.out:
-        with open(args.out, "w") as f:
+
+
+def save(results: dict[str, Any], path: str) -> None:
+    """Write the results so far to ``path`` (nothing without one)."""
+    if path:
+        with open(path, "w") as f:
             json.dump(results, f, indent=1)
 
 

@@ -47,12 +47,25 @@ def table_from_rows(rows: list[dict], device: str, profile: str) -> dict[str, An
 
 
 def grid(args: argparse.Namespace) -> list[dict]:
-    """Run every grid point (and seed) to its end with no pruning; returns all ledger rows."""
+    """Run every grid point (and seed) to its end with no pruning; returns all ledger rows.
+
+    Every row is also appended (fsynced) to ``<out>.jsonl``; a later call with the same ``--out``
+    keeps the trials that file ends and runs only the missing points, so a grid can be recorded
+    over several device sessions.
+    """
     import torch
 
-    from sweep.trial import CONTINUE, TrialConfig, run_trial
+    from sweep.ledger import LedgerWriter, read_rows
+    from sweep.trial import CONTINUE, TrialConfig, run_trial, trial_params
 
-    rows: list[dict] = []
+    ledger = Path(args.out).with_suffix(".jsonl")
+    earlier = read_rows(ledger)
+    ended = {r["trial"] for r in earlier if r["state"] != "running"}
+    rows = [r for r in earlier if r["trial"] in ended]  # a trial cut off mid-way is run again
+    ledger.parent.mkdir(parents=True, exist_ok=True)
+    ledger.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+    done = {point_key(r["params"], r["seed"]) for r in rows}
+    next_trial = max(ended, default=-1) + 1
     flags = [f for f in args.flags.split(",") if f]
     points = itertools.product(
         [int(x) for x in args.num_envs.split(",")],
@@ -60,32 +73,40 @@ def grid(args: argparse.Namespace) -> list[dict]:
         itertools.product([False, True], repeat=len(flags)),
         [int(s) for s in args.seeds.split(",")],
     )
-    for i, (n, h, values, seed) in enumerate(points):
-        cfg = TrialConfig(
-            profile=args.profile,
-            num_envs=n,
-            num_steps_per_env=h,
-            seed=seed,
-            cap_s=args.cap_s,
-            flags={**dict(zip(flags, values, strict=True)), "compile_cache": True},
-            save_checkpoints=False,
-        ).validate()
-        end = run_trial(
-            cfg,
-            lambda r: rows.append(r.__dict__) or CONTINUE,
-            run_id="grid",
-            trial=i,
-            price_usd_per_hour=1.0,
-            price_label="recorded",
-        )
-        save(rows, args)  # after every trial: a long recording that stops early keeps what it has
-        print(
-            f"{i:3d} {n}x{h} {dict(zip(flags, values, strict=True))} seed {seed}: {end.state} "
-            f"at {end.billable_s:.0f} s (success {end.success})",
-            flush=True,
-        )
+    with LedgerWriter(ledger) as writer:
+        for n, h, values, seed in points:
+            cfg = TrialConfig(
+                profile=args.profile,
+                num_envs=n,
+                num_steps_per_env=h,
+                seed=seed,
+                cap_s=args.cap_s,
+                flags={**dict(zip(flags, values, strict=True)), "compile_cache": True},
+                save_checkpoints=False,
+            ).validate()
+            if point_key(trial_params(cfg), seed) in done:
+                continue
+            i, next_trial = next_trial, next_trial + 1
+
+            def keep(row: Any) -> str:
+                rows.append(row.__dict__)
+                writer.append(row)
+                return CONTINUE
+
+            end = run_trial(cfg, keep, run_id="grid", trial=i, price_usd_per_hour=1.0, price_label="recorded")
+            save(rows, args)  # after every trial: a long recording that stops early keeps what it has
+            print(
+                f"{i:3d} {n}x{h} {dict(zip(flags, values, strict=True))} seed {seed}: {end.state} "
+                f"at {end.billable_s:.0f} s (success {end.success})",
+                flush=True,
+            )
     print("device:", torch.cuda.get_device_name(0) if torch.cuda.is_available() else "CPU")
     return rows
+
+
+def point_key(params: dict[str, Any], seed: int) -> str:
+    """One grid point and seed, as recorded in a ledger row."""
+    return json.dumps({**params, "seed": seed}, sort_keys=True)
 
 
 def save(rows: list[dict], args: argparse.Namespace) -> None:

@@ -73,7 +73,10 @@ def resolve_runtime(cfg: config_mod.RunConfig, has_gpu: bool) -> tuple[str, Any,
     if gpu == "auto":
         gpu = prices.detect_gpu("cuda" if has_gpu else "cpu") if cfg.price.usd_per_hour is None else "custom"
     price = prices.resolve(gpu, cfg.price.kind, cfg.price.usd_per_hour, key=f"{cfg.space}: price")
-    return profile, price, get_backend(cfg.backend).control_dt_s(profile)
+    backend = get_backend(cfg.backend)
+    if cfg.workers.address is None:  # a cluster's workers may have what this driver lacks
+        backend.check_installed()
+    return profile, price, backend.control_dt_s(profile)
 
 
 class Progress:

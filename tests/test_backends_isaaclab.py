@@ -377,6 +377,17 @@ def test_the_anymal_space_validates_without_isaac_lab() -> None:
     assert not isaac_modules_loaded()
 
 
+def test_sweep_run_stops_before_starting_anything_without_isaac_lab(monkeypatch) -> None:
+    from sweep import run
+
+    monkeypatch.setattr(il, "_find_spec", lambda name: None)
+    cfg = config.validate(config.load("anymal_d_flat", {}, has_gpu=True))
+    with pytest.raises(MissingExtraError, match=r"Isaac Lab 3\.0"):
+        run.resolve_runtime(cfg, has_gpu=False)
+    cfg.workers.address = "auto"  # a cluster: the workers, not this driver, need Isaac Lab
+    assert run.resolve_runtime(cfg, has_gpu=False)[0] == FLAT
+
+
 # -- with Isaac Lab ---------------------------------------------------------------------------------------------
 
 

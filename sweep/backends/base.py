@@ -105,6 +105,9 @@ class Backend(ABC):
     def make_env(self, num_envs: int, seed: int, device: str, profile: str, **knobs: object) -> TaskEnv:
         """Build ``num_envs`` environments on ``device`` whose training randomness derives from ``seed``."""
 
+    def check_installed(self) -> None:  # noqa: B027 (optional hook: most backends need nothing)
+        """Raise :class:`~sweep.errors.MissingExtraError` naming the install step if the simulator is absent."""
+
     def control_dt_s(self, profile: str) -> float:
         """Seconds of simulated time per policy step for ``profile`` (used by the update-period constraint)."""
         return 0.02

@@ -303,9 +303,7 @@ def _launch_kit_if_needed(physics_preset: str, device: str) -> None:
 
 def _build_scene(key: tuple[Any, ...], task: str, num_envs: int, seed: int, device: str, knobs: dict) -> _Scene:
     """Resolve the task's configs, apply the overrides, build and wrap the env (the only place importing Isaac Lab)."""
-    missing = [name for name in ("isaaclab", "isaaclab_tasks", "isaaclab_rl") if _find_spec(name) is None]
-    if missing:
-        raise MissingExtraError(f"{INSTALL_HINT} (missing: {', '.join(missing)})")
+    IsaacLab.check_installed()
     preset = knobs.get("physics_preset", "physx")
     _launch_kit_if_needed(preset, device)
     import gymnasium as gym
@@ -361,6 +359,13 @@ class IsaacLab(Backend):
         if num_envs > (full := _SCENE.wrapper.num_envs):
             raise ConfigError(f"target.eval_episodes={num_envs} > num_envs={full}: evaluation uses the training scene")
         return IsaacLabEnv(_SCENE, num_envs, owner=False)
+
+    @staticmethod
+    def check_installed() -> None:
+        """Isaac Lab's packages must be importable; the error names the install step."""
+        missing = [name for name in ("isaaclab", "isaaclab_tasks", "isaaclab_rl") if _find_spec(name) is None]
+        if missing:
+            raise MissingExtraError(f"{INSTALL_HINT} (missing: {', '.join(missing)})")
 
     def control_dt_s(self, profile: str) -> float:
         """0.02 s for every velocity task: decimation 4 x 0.005 s physics step."""

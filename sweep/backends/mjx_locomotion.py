@@ -124,6 +124,18 @@ def load_model(floor: str) -> Any:
     return spec.compile()
 
 
+#: Jitted task functions per (profile params, donation, JAX device), shared by every env of this
+#: process: a worker's later trials re-trace nothing, and XLA compiles each env shape once.
+_FUNCTIONS: dict[tuple[TaskParams, bool, str], dict[str, Any]] = {}
+
+
+def _functions(params: TaskParams, donate: bool, jax_device: Any) -> dict[str, Any]:
+    key = (params, donate, str(jax_device))
+    if key not in _FUNCTIONS:
+        _FUNCTIONS[key] = build_functions(load_model(params.floor), params, donate)
+    return _FUNCTIONS[key]
+
+
 class MjxLocomotionEnv(TaskEnv):
     """Batched Barkour velocity tracking as an rsl-rl ``VecEnv`` (observations under group 'policy')."""
 
@@ -139,7 +151,7 @@ class MjxLocomotionEnv(TaskEnv):
         self.cfg = asdict(params)
         self._jax_device = _jax_device_for(device)
         with jax.default_device(self._jax_device):
-            self._fn = build_functions(load_model(params.floor), params, donate)
+            self._fn = _functions(params, donate, self._jax_device)
             self._keys = jax.device_put(train_keys(seed, num_envs), self._jax_device)
             self._state, obs = self._fn["reset"](self._keys)
         self._obs = self._wrap_obs(obs)
@@ -210,7 +222,7 @@ class MjxLocomotionEnv(TaskEnv):
         jax.block_until_ready(self._state)
 
     def compiled_step_count(self) -> int:
-        """How many versions of the step function XLA has compiled (1 after warm-up: no recompiles)."""
+        """Versions of the step function compiled in this process (one per env shape: none after warm-up)."""
         return self._fn["step"]._cache_size()
 
     def _wrap_obs(self, obs: Any) -> TensorDict:
