@@ -174,6 +174,12 @@ def last_rows(rows: Iterable[dict]) -> dict[int, dict]:
     return out
 
 
+def end_label(row: dict) -> str:
+    """A trial's state for counts shown to people: 'not run' for a config told PRUNED without running
+    (infeasible, or a repeat of one already run), else the ledger state."""
+    return "not run" if row["state"] == "pruned" and row["billable_s"] == 0 else row["state"]
+
+
 def summary_figures(rows: list[dict]) -> dict[str, Any]:
     """Study-level figures from the ledger: spend by state, best cost to target, Pareto set."""
     ends = last_rows(rows)

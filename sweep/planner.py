@@ -24,7 +24,7 @@ from typing import Any
 
 from sweep import space
 from sweep.config import RunConfig
-from sweep.ledger import LedgerWriter, Row, last_rows, metrics, read_rows
+from sweep.ledger import LedgerWriter, Row, end_label, last_rows, metrics, read_rows
 from sweep.prices import Price
 from sweep.scheduler import CostPruner, allowance_usd, can_start, reserve_usd
 from sweep.trial import CONTINUE, PRUNE, STOP, trial_params
@@ -129,7 +129,7 @@ class Planner:
     def state_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for t, r in last_rows(self.rows).items():
-            state = "running" if t in self.running else r["state"]
+            state = "running" if t in self.running else end_label(r)
             counts[state] = counts.get(state, 0) + 1
         for t in self.running:
             if t not in last_rows(self.rows):

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sweep.ledger import PHASES, last_rows, metrics, read_rows, summary_figures
+from sweep.ledger import PHASES, end_label, last_rows, metrics, read_rows, summary_figures
 
 STATE_COLORS = {
     "reached": "#2ca02c",
@@ -30,7 +30,7 @@ def trials_table(rows: list[dict]) -> Any:
     records = []
     for trial, r in sorted(last_rows(rows).items()):
         m = metrics(r)
-        rec: dict[str, Any] = {"trial": trial, "state": r["state"], "reason": r.get("reason", "")}
+        rec: dict[str, Any] = {"trial": trial, "state": end_label(r), "reason": r.get("reason", "")}
         rec.update({k: r["params"].get(k) for k in KNOB_COLUMNS})
         rec["flags"] = changed_flags(r["params"])
         rec.update(
@@ -60,7 +60,7 @@ def summary_card(rows: list[dict]) -> dict[str, Any]:
     ends = last_rows(rows)
     counts: dict[str, int] = {}
     for r in ends.values():
-        counts[r["state"]] = counts.get(r["state"], 0) + 1
+        counts[end_label(r)] = counts.get(end_label(r), 0) + 1
     card: dict[str, Any] = {
         "total_usd": figures["total_usd"],
         "usd_by_state": figures["usd_by_state"],
@@ -143,9 +143,10 @@ def render(run_dir: Path, rows: list[dict]) -> str:
     curves, burn = curves_table(rows), burn_table(rows, _budget(run_dir))
     figs: list[tuple[str, Any]] = []
     pareto = set(card["pareto"])
-    if len(trials):
+    ran = trials[trials["state"] != "not run"] if len(trials) else trials  # the charts show trials that ran
+    if len(ran):
         fig = go.Figure()
-        for state, group in trials.groupby("state"):
+        for state, group in ran.groupby("state"):
             hover = [
                 "<br>".join(f"{k}: {v}" for k, v in r.items() if k in ("trial", "reason", "flags", *KNOB_COLUMNS))
                 for r in group.to_dict("records")
@@ -174,7 +175,7 @@ def render(run_dir: Path, rows: list[dict]) -> str:
             height=480,
         )
         figs.append(("pareto", fig))
-        reached = trials[trials["state"] == "reached"]
+        reached = ran[ran["state"] == "reached"]
         if len(reached) and not _proportional(reached):
             wall = go.Figure(
                 go.Scatter(
@@ -191,7 +192,7 @@ def render(run_dir: Path, rows: list[dict]) -> str:
             figs.append(("wall", wall))
         phases = go.Figure()
         for p in PHASES:
-            phases.add_trace(go.Bar(name=p, x=trials["trial"].astype(str), y=trials[f"{p}_s"]))
+            phases.add_trace(go.Bar(name=p, x=ran["trial"].astype(str), y=ran[f"{p}_s"]))
         phases.update_layout(
             barmode="stack", title="Billable seconds by phase", xaxis_title="trial", yaxis_title="seconds", height=420
         )

@@ -67,6 +67,15 @@ def test_tables_equal_numbers_recomputed_from_the_ledger(tmp_path: Path) -> None
     assert len(curves) == sum(r["success"] is not None for r in rows)
 
 
+def test_configs_told_without_running_are_counted_apart_from_pruned_ones(tmp_path: Path) -> None:
+    _, rows = write_run(tmp_path)
+    rows.append({**rows[3], "trial": 5, "billable_s": 0.0, "phases_s": {}, "env_steps": 0, "success": None})
+    card = report.summary_card(rows)
+    assert card["trials_by_state"]["not run"] == 1 and card["trials_by_state"]["pruned"] == 1
+    assert report.trials_table(rows).set_index("trial").loc[5, "state"] == "not run"
+    assert card["total_usd"] == pytest.approx(39.0)
+
+
 def test_report_is_one_self_contained_file(tmp_path: Path) -> None:
     run_dir, _ = write_run(tmp_path)
     html = report.write(run_dir).read_text()

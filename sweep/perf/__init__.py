@@ -124,7 +124,7 @@ CATALOG: dict[str, Flag] = {
             "cuda_graph_update",
             False,
             (False, True),
-            "experimental, CUDA only (ignored on CPU): capture each PPO mini-batch step (forward, backward, clipping, "
+            "CUDA only (ignored on CPU): capture each PPO mini-batch step (forward, backward, clipping, "
             "capturable fused Adam, adaptive learning rate on the device) in a CUDA graph; losses as eager to float "
             "rounding, but the discarded action sample is not drawn, so later rollouts' random numbers change",
             False,
@@ -177,8 +177,9 @@ def resolve(flags: dict[str, Any] | None, key: str = "flags") -> dict[str, Any]:
 def all_on(exact_only: bool = False) -> dict[str, Any]:
     """Every speed flag (or every semantics-preserving one) at its fastest setting, logging off.
 
-    ``critic_chunk`` trades speed for memory and ``cuda_graph_update`` is experimental (not yet
-    measured on a GPU), so both stay at their defaults here.
+    ``critic_chunk`` trades speed for memory, and ``cuda_graph_update`` (CUDA only) is measured and
+    swept on its own (``benchmarks/perf_flags.py``: "exact flags + cuda_graph_update"), so both stay
+    at their defaults here.
     """
     return {
         name: 0 if name == "log_every" else flag.choices[-1]
