@@ -288,6 +288,32 @@ def _as_dict(cfg: RunConfig) -> dict[str, Any]:
     return asdict(cfg)
 
 
+def _knob_choices(cfg: RunConfig, key: str) -> list[Any] | None:
+    """The choices of knob ``key`` as an initial-design entry names it (``flags.<name>`` for flags)."""
+    if key.startswith("flags."):
+        return cfg.knobs.flags.get(key[len("flags.") :])
+    return getattr(cfg.knobs, key) if key in ("num_envs", "num_steps_per_env", "num_mini_batches") else None
+
+
+def drop_unfit_initial(cfg: RunConfig) -> list[str]:
+    """Remove the space file's initial-design entries that knobs narrowed on the command line exclude.
+
+    Returns one note per entry removed. Entries naming unknown knobs stay, for :func:`validate` to reject.
+    """
+    kept, notes = [], []
+    for i, entry in enumerate(cfg.initial):
+        outside = {}
+        if isinstance(entry, dict):
+            outside = {k: v for k, v in entry.items() if (c := _knob_choices(cfg, k)) is not None and v not in c}
+        if outside:
+            what = ", ".join(f"{k}={v!r}" for k, v in outside.items())
+            notes.append(f"initial[{i}] of the space skipped: {what} not among the knob's choices")
+        else:
+            kept.append(entry)
+    cfg.initial = kept
+    return notes
+
+
 def validate(cfg: RunConfig) -> RunConfig:
     """Check values, names and constraints (not only types); errors name the space file and key."""
     from sweep import perf
@@ -355,13 +381,13 @@ def validate(cfg: RunConfig) -> RunConfig:
         if not isinstance(initial, dict):
             raise ConfigError(f"{where}: initial[{i}]: expected a mapping of knob values")
         for key, value in initial.items():
-            choices = cfg.knobs.flags.get(key[len("flags.") :]) if key.startswith("flags.") else None
-            if choices is None and key.startswith("flags."):
-                raise ConfigError(f"{where}: initial[{i}].{key}: not a swept flag; add it to knobs.flags")
+            choices = _knob_choices(cfg, key)
             if choices is None:
-                if key not in ("num_envs", "num_steps_per_env", "num_mini_batches"):
-                    raise ConfigError(f"{where}: initial[{i}].{key}: unknown knob")
-                choices = getattr(cfg.knobs, key)
+                what = "not a swept flag; add it to knobs.flags" if key.startswith("flags.") else "unknown knob"
+                raise ConfigError(f"{where}: initial[{i}].{key}: {what}")
             if value not in choices:
-                raise ConfigError(f"{where}: initial[{i}].{key}: {value!r} is not among the choices {choices}")
+                raise ConfigError(
+                    f"{where}: initial[{i}].{key}: {value!r} is not among the choices {choices}; "
+                    "change the initial design (initial=[...]) or add the value to the knob"
+                )
     return cfg

@@ -46,6 +46,10 @@ def prepare(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool]:
         return config_mod.validate(cfg), run_dir, True
     space = str(overrides.pop("space", "locomotion"))
     cfg = config_mod.load(space, overrides, has_gpu)
+    narrowed = any(key == "knobs" or key.startswith("knobs.") for key in overrides)
+    if narrowed and "initial" not in overrides:  # knobs narrowed on the command line: the space's design follows
+        for note in config_mod.drop_unfit_initial(cfg):
+            print(f"sweep: {note}", file=sys.stderr)
     config_mod.validate(cfg)
     cfg.run_id = cfg.run_id or time.strftime("%Y%m%d-%H%M%S")
     run_dir = Path(cfg.out) / cfg.run_id
