@@ -5,6 +5,9 @@ Grid (on the GPU; each trial runs to the target or the cap, no pruning, every ch
     python benchmarks/record_trials.py grid --num-envs 2048,4096,8192 --horizons 12,24,48 \
         --flags fused_optimizer,buffer_donation --seeds 1,2 --cap-s 150 --out benchmarks/data/h200_grid.json
 
+Every ledger row also goes to ``<out>.jsonl``; the same command run again records only the points
+that file does not finish (a grid longer than one device session is recorded in pieces).
+
 From ledgers already written (a sweep's trials are real trials too; pruned ones are kept only up to
 where they were stopped, so they are marked ``truncated``):
 
