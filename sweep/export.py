@@ -32,10 +32,21 @@ def _versions(backend: Any) -> dict[str, str]:
     return out
 
 
+def implied_agent_config(cfg: Any) -> dict[str, Any]:
+    """The rsl-rl agent config the trial ran with: the knobs and the perf flags that act through it
+    (``check_for_nan``, mixed precision, ``torch_compile_mode``, the PPO class and its flags)."""
+    from sweep import perf
+    from sweep.trial import agent_config
+
+    agent = agent_config(cfg)
+    perf.apply_to_agent_config(agent, {**perf.resolve(cfg.flags), "compile_cache": False})  # no JAX side effect
+    return agent
+
+
 def recommended(run_dir: Path, rows: list[dict]) -> dict[str, Any] | None:
     """The YAML document for the best trial of a run (None when no trial reached the target)."""
     from sweep.backends import get_backend
-    from sweep.trial import TrialConfig, agent_config
+    from sweep.trial import TrialConfig
 
     best = summary_figures(rows)["best_trial"]
     if best is None:
@@ -62,7 +73,7 @@ def recommended(run_dir: Path, rows: list[dict]) -> dict[str, Any] | None:
             "num_mini_batches": cfg.num_mini_batches,
         },
         "perf_flags": perf.resolve(cfg.flags),
-        "agent": agent_config(cfg),
+        "agent": implied_agent_config(cfg),
         "versions": _versions(backend),
         "evidence": {
             "run": str(run_dir),

@@ -50,6 +50,17 @@ def test_yaml_has_the_sections_and_round_trips(tmp_path: Path) -> None:
     assert yaml.safe_load(yaml.safe_dump(doc)) == doc
 
 
+def test_the_agent_section_carries_the_flags_that_act_through_it() -> None:
+    stock = export.implied_agent_config(TrialConfig(num_envs=64, num_steps_per_env=8))
+    assert stock["check_for_nan"] is True and stock["algorithm"]["class_name"] == "PPO"
+    fast = export.implied_agent_config(
+        TrialConfig(num_envs=64, num_steps_per_env=8, flags={"fast_finite_check": True, "bf16_update": True})
+    )
+    assert fast["check_for_nan"] is False and fast["algorithm"]["use_mixed_precision"] is True
+    assert fast["algorithm"]["class_name"] == "sweep.perf.ppo:FastPPO"
+    assert fast["algorithm"]["perf_flags"]["fast_finite_check"] is True
+
+
 def test_no_yaml_when_nothing_reached(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     with LedgerWriter(run_dir / "ledger.jsonl") as w:

@@ -20,7 +20,6 @@ are kept here: Isaac Lab zeroes its metric in the reset, before ``step`` returns
 
 from __future__ import annotations
 
-import copy
 import difflib
 import functools
 import importlib.util
@@ -383,13 +382,11 @@ class IsaacLab(Backend):
     def export_section(self, cfg: Any) -> dict[str, Any]:
         """recommended.yaml's ``isaaclab`` section: task, override line, declared-only agent/env, the rest apart."""
         from sweep import perf
-        from sweep.trial import agent_config
+        from sweep.export import implied_agent_config
 
         knobs = check_knobs({k: v for k, v in cfg.backend_options.items() if k in KNOBS})
         flags = perf.resolve(cfg.flags)
-        train_cfg = copy.deepcopy(agent_config(cfg))
-        perf.apply_to_agent_config(train_cfg, {**flags, "compile_cache": False})  # no JAX side effect in an export
-        agent, rsl_rl_only = split_agent_config(train_cfg)
+        agent, rsl_rl_only = split_agent_config(implied_agent_config(cfg))
         agent["seed"] = cfg.seed
         rsl_rl_only["perf_flags"] = flags
         ppo = {"num_mini_batches": cfg.num_mini_batches, "num_learning_epochs": cfg.num_learning_epochs}
