@@ -337,6 +337,8 @@ def validate(cfg: RunConfig) -> RunConfig:
             raise ConfigError(f"{where}: knobs.flags.{name}: give a non-empty list of choices")
         for choice in choices:
             perf.resolve({name: choice}, key=f"{where}: knobs.flags")
+        if len({repr(c) for c in choices}) != len(choices):
+            raise ConfigError(f"{where}: knobs.flags.{name}: duplicate choices {choices}")
     positive = {
         "target.eval_episodes": cfg.target.eval_episodes,
         "target.eval_every_steps": cfg.target.eval_every_steps,
@@ -355,10 +357,13 @@ def validate(cfg: RunConfig) -> RunConfig:
         raise ConfigError(f"{where}: constraints.memory_share: must be in (0, 1] (got {cfg.constraints.memory_share})")
     if cfg.workers.num < 0:
         raise ConfigError(f"{where}: workers.num: must be >= 0 (got {cfg.workers.num})")
-    if cfg.budget.trial_usd > cfg.budget.usd:
+    from sweep.scheduler import RESERVE_MARGIN
+
+    if cfg.budget.trial_usd * RESERVE_MARGIN > cfg.budget.usd:
         raise ConfigError(
-            f"{where}: budget.trial_usd ({cfg.budget.trial_usd}) exceeds budget.usd ({cfg.budget.usd}); "
-            "raise the study budget or lower the per-trial cap"
+            f"{where}: budget.trial_usd ({cfg.budget.trial_usd:g}) plus its {RESERVE_MARGIN - 1:.0%} overrun reserve "
+            f"exceeds budget.usd ({cfg.budget.usd:g}), so no trial could start; raise the study budget or lower "
+            "the per-trial cap"
         )
     if cfg.sampler not in ("tpe", "random", "grid"):
         raise ConfigError(f"{where}: sampler: must be 'tpe', 'random' or 'grid' (got {cfg.sampler!r})")

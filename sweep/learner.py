@@ -65,7 +65,7 @@ def build_learner(
     clock: PhaseClock,
     out_dir: str | Path | None = None,
     trial: int = 0,
-) -> tuple[Callable[[int], None], Any]:
+) -> tuple[Callable[..., int], Any]:
     """(train ``n`` iterations callable, PPO algorithm) for ``cfg.mode``; seeds torch with ``cfg.seed``."""
     from rsl_rl.algorithms import PPO
 
@@ -107,9 +107,10 @@ class SweepLoop:
         self.last_losses: dict[str, float] = {}
         alg.train_mode()
 
-    def __call__(self, n_iters: int) -> None:
+    def __call__(self, n_iters: int, until: Callable[[], bool] | None = None) -> int:
+        """Train up to ``n_iters`` iterations, stopping after one where ``until()`` holds; returns how many ran."""
         alg, env, clock = self.alg, self.env, self.clock
-        for _ in range(n_iters):
+        for done in range(1, n_iters + 1):
             with clock.phase("sim"), torch.inference_mode():
                 obs = self.obs
                 for _ in range(self.cfg.num_steps_per_env):
@@ -139,6 +140,9 @@ class SweepLoop:
                     finite = all(math.isfinite(v) for v in self.last_losses.values())
                     if not finite and not self.flags["fast_finite_check"]:
                         raise TrialFailed(f"diverged: non-finite PPO loss at iteration {self.iteration} ({losses})")
+            if until is not None and until():
+                return done
+        return n_iters
 
     def take_mean_return(self) -> float | None:
         return self.stats.take_mean()
@@ -171,11 +175,13 @@ def _stock_chunk(runner: Any, clock: PhaseClock) -> Callable[[int], None]:
 
     runner.alg.update = timed_update
 
-    def chunk(n_iters: int) -> None:
+    def chunk(n_iters: int, until: Callable[[], bool] | None = None) -> int:
+        """``n_iters`` iterations in one ``learn`` call (``until`` is not consulted: learn cannot stop early)."""
         learn_s[0] = 0.0
         with clock.phase("sim"):
             runner.learn(n_iters)
         clock.add("sim", -learn_s[0])
         clock.add("learn", learn_s[0])
+        return n_iters
 
     return chunk

@@ -31,6 +31,8 @@ from sweep.trial import CONTINUE, PRUNE, STOP, trial_params
 
 #: Repeated proposals told and skipped in a row before the planner runs a repeat anyway.
 MAX_REPEATS = 20
+#: Seconds between touches of the run's heartbeat file while the driver lives.
+HEARTBEAT_S = 2.0
 DUPLICATE = "repeat"
 
 
@@ -64,9 +66,14 @@ class Planner:
         self.profile, self.control_dt_s, self.progress = profile, control_dt_s, progress
         self.pruner = CostPruner(cfg.target.success)
         self.ledger_path = self.run_dir / "ledger.jsonl"
+        self.heartbeat_path = self.run_dir / "heartbeat"
+        self._beat = 0.0
         self.rows = read_rows(self.ledger_path)
         self.running: dict[int, Running] = {}
         self.stopping = ""
+        """Why running trials are being stopped (budget spent, Ctrl-C); empty while they may go on."""
+        self.closed = ""
+        """Why no further trial starts (trial limit, every feasible config tried); running ones finish."""
         self.poll_s = poll_s
         """Seconds between polls of the workers (replayed trials need none)."""
         ends = last_rows(self.rows)
@@ -74,10 +81,7 @@ class Planner:
         """Trials told without running (infeasible configs, repeats): they do not count towards max_trials."""
         self.tried = {_config_key(r["params"]) for t, r in ends.items() if t not in self.unrun}
         """Configs already run, so the planner does not pay twice for the same evidence."""
-        self.feasible = sum(
-            not any(v > 0 for v in space.violations(p, cfg, control_dt_s, price.memory_gib).values())
-            for p in space.grid_points(cfg, 0)
-        )
+        self.feasible = space.feasible_count(cfg, control_dt_s, price.memory_gib)
         """How many configs of the space satisfy the constraints."""
 
     # -- the study ---------------------------------------------------------------------------
@@ -148,7 +152,8 @@ class Planner:
                     self._collect(study)
                     self._check_budget()
                     self.progress(self.status())
-                    if not self.running and (self.stopping or not self._may_start(study)):
+                    self._heartbeat()
+                    if not self.running and (self.stopping or self.closed or not self._may_start(study)):
                         break
                     time.sleep(self.poll_s)
             except KeyboardInterrupt:
@@ -165,18 +170,18 @@ class Planner:
             "budget_usd": self.cfg.budget.usd,
             "states": self.state_counts(),
             "best_usd": self.best_usd(),
-            "stopping": self.stopping,
+            "stopping": self.stopping or self.closed,
         }
 
     def _may_start(self, study: Any) -> bool:
-        if self.stopping:
+        if self.stopping or self.closed:
             return False
         started = _started(study) - len(self.unrun)
         if started >= self.cfg.budget.max_trials:
-            self.stopping = f"trial limit ({self.cfg.budget.max_trials}) reached"
+            self.closed = f"trial limit ({self.cfg.budget.max_trials}) reached"
             return False
-        if self.cfg.sampler == "grid" and started >= space.size(self.cfg):
-            self.stopping = "every grid point tried"
+        if len(self.tried) >= self.feasible:
+            self.closed = f"every feasible config tried ({self.feasible})"
             return False
         allowance = allowance_usd(self.cfg.budget.trial_usd, self.best_usd(), self.cfg.prune)
         if not can_start(self.cfg.budget.usd, self.finished_usd(), self.reserved_usd(), allowance):
@@ -201,13 +206,14 @@ class Planner:
                 self._tell_unrun(study, trial, knobs, space.infeasible_reason(found), found)
                 continue
             key = _config_key(knobs)
-            if key in self.tried and len(self.tried) < self.feasible and repeats < MAX_REPEATS:
+            if key in self.tried and repeats < MAX_REPEATS:
                 # The sampler proposed a config already run while others remain untried: no new evidence.
                 repeats += 1
                 self._tell_unrun(study, trial, knobs, f"{DUPLICATE}: this config already ran", {"repeat": 1.0})
                 continue
             self.tried.add(key)
             trial.set_user_attr("trial_config", _plain(trial_cfg))
+            trial.set_user_attr("knobs", knobs)  # the ledger's params, for a trial that dies before its first row
             self.running[trial.number] = Running(trial.number, trial, knobs, allowance=allowance)
             node = self.pool.submit(trial.number, trial_cfg, self.cfg.run_id, self.price, str(self.run_dir))
             trial.set_user_attr("node", node)
@@ -243,22 +249,7 @@ class Planner:
             self.stopping = f"study budget ${self.cfg.budget.usd:g} spent"
 
     def _finish(self, study: Any, run: Running, row: dict) -> None:
-        import optuna
-
-        trial, m = run.optuna_trial, metrics(row)
-        best_success = max((r["success"] for r in run.rows if r.get("success") is not None), default=0.0)
-        trial.set_user_attr("state", row["state"])
-        trial.set_user_attr("reason", row.get("reason", ""))
-        gap = max(0.0, self.cfg.target.success - best_success)
-        if row["state"] == "reached":
-            trial.set_constraint("success_gap", 0.0)
-            study.tell(trial, [m["usd"], m["wall_s"]])
-        elif row["state"] == "pruned":
-            trial.set_constraint("success_gap", max(gap, 1e-6))
-            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-        else:  # capped, or failed by the trial's own fault: its cost so far, marked infeasible
-            trial.set_constraint("success_gap", max(gap, 1e-6) + (1.0 if row["state"] == "failed" else 0.0))
-            study.tell(trial, [m["usd"], m["wall_s"]])
+        _tell_end(study, run.optuna_trial, run.rows, row, self.cfg.target.success)
         del self.running[run.number]
 
     def _fail_lost(self, study: Any, run: Running, reason: str, state: str = "failed") -> None:
@@ -319,25 +310,77 @@ class Planner:
         study.tell(trial, state=optuna.trial.TrialState.PRUNED)
 
     def _stop_running(self, study: Any, reason: str) -> None:
-        """Ctrl-C: kill the running trials and bill each up to now (they end 'capped', not failed)."""
+        """Ctrl-C: kill the running trials and bill each up to now (they end 'capped', not failed).
+
+        A trial whose end row is already in the ledger keeps that end.
+        """
         self.pool.stop_all()
+        ends = last_rows(self.rows)
         for run in list(self.running.values()):
-            self._fail_lost(study, run, reason, state="capped")
+            last = ends.get(run.number)
+            if last is not None and last["state"] != "running":
+                self._finish(study, run, last)
+            else:
+                self._fail_lost(study, run, reason, state="capped")
 
     def _close_orphans(self, study: Any) -> None:
-        """On resume: trials left running by a dead driver end 'failed', billed to their last row."""
+        """On resume: close the trials a dead driver left running in the study.
+
+        A trial whose end row reached the ledger is told that end. One stopped mid-way ends 'failed',
+        billed to its last row; one with no row yet (it died in start-up or compilation) ends 'failed',
+        billed from its start to the last sign of life of the run (its latest row or trial start).
+        """
         import optuna
 
         ends = last_rows(self.rows)
-        for trial in study.trials:
-            if trial.state != optuna.trial.TrialState.RUNNING:
+        orphans = [t for t in study.trials if t.state == optuna.trial.TrialState.RUNNING]
+        alive = max(
+            [r["wall_time"] for r in self.rows if r.get("wall_time")]
+            + [t.datetime_start.timestamp() for t in study.trials if t.datetime_start is not None]
+            + ([self.heartbeat_path.stat().st_mtime] if self.heartbeat_path.exists() else []),
+            default=time.time(),
+        )
+        for frozen in orphans:
+            last = ends.get(frozen.number)
+            if last is not None and last["state"] != "running":
+                rows = [r for r in self.rows if r["trial"] == frozen.number]
+                trial = optuna.trial.Trial(study, frozen._trial_id)
+                _tell_end(study, trial, rows, last, self.cfg.target.success)
                 continue
-            last = ends.get(trial.number)
-            reason = "driver stopped while the trial ran; billed to its last ledger row"
             if last is not None:
+                reason = "driver stopped while the trial ran; billed to its last ledger row"
                 end = dict(last, state="failed", reason=reason, wall_time=time.time())
-                self._append_now(end)
-            study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+            else:
+                started = frozen.datetime_start.timestamp() if frozen.datetime_start else alive
+                billable = max(0.0, alive - started)
+                reason = (
+                    "driver stopped before the trial's first checkpoint; "
+                    "billed from its start to the run's last sign of life"
+                )
+                end = Row(
+                    run_id=self.cfg.run_id,
+                    trial=frozen.number,
+                    state="failed",
+                    params=frozen.user_attrs.get("knobs", frozen.params),
+                    iteration=0,
+                    env_steps=0,
+                    billable_s=billable,
+                    phases_s={"other": billable},
+                    price_usd_per_hour=self.price.usd_per_hour,
+                    price_label=self.price.label,
+                    reason=reason,
+                    seed=frozen.number + self.cfg.seeds.training,
+                ).__dict__
+            self._append_now(end)
+            study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
+
+    def _heartbeat(self) -> None:
+        """Touch the run's heartbeat file (at most every HEARTBEAT_S): a later resume bills a trial that
+        died with the driver before its first row up to the driver's last sign of life."""
+        now = time.time()
+        if now - self._beat >= HEARTBEAT_S:
+            self.heartbeat_path.touch()
+            self._beat = now
 
     def _append_now(self, row: dict) -> None:
         with LedgerWriter(self.ledger_path) as w:
@@ -347,6 +390,27 @@ class Planner:
     def _write(self, row: dict) -> None:
         self.ledger.append(row)
         self.rows.append(row)
+
+
+def _tell_end(study: Any, trial: Any, rows: list[dict], end: dict, target: float) -> None:
+    """Tell Optuna how a trial ended, from its ledger rows: reached -> its costs; pruned -> PRUNED;
+    capped or failed by its own fault -> its cost so far, marked infeasible by its success gap."""
+    import optuna
+
+    m = metrics(end)
+    best_success = max((r["success"] for r in rows if r.get("success") is not None), default=0.0)
+    trial.set_user_attr("state", end["state"])
+    trial.set_user_attr("reason", end.get("reason", ""))
+    gap = max(0.0, target - best_success)
+    if end["state"] == "reached":
+        trial.set_constraint("success_gap", 0.0)
+        study.tell(trial, [m["usd"], m["wall_s"]])
+    elif end["state"] == "pruned":
+        trial.set_constraint("success_gap", max(gap, 1e-6))
+        study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+    else:
+        trial.set_constraint("success_gap", max(gap, 1e-6) + (1.0 if end["state"] == "failed" else 0.0))
+        study.tell(trial, [m["usd"], m["wall_s"]])
 
 
 def _started(study: Any) -> int:

@@ -7,6 +7,7 @@ into ``reports/<run_id>/`` and prints where they are.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from dataclasses import asdict
@@ -19,6 +20,10 @@ from sweep import config as config_mod
 from sweep.errors import ConfigError
 
 RUN_FILES = ("config.yaml", "study.db")
+
+
+#: Top-level keys a resumed run may change (the study's space, target and seeds stay as they were).
+RESUME_OVERRIDABLE = ("budget", "price", "workers", "prune")
 
 
 def prepare(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool]:
@@ -38,8 +43,12 @@ def prepare(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool]:
                 "give a folder under reports/ written by sweep.run"
             )
         saved = config_mod.read_yaml(run_dir / "config.yaml")
-        if "space" in overrides:
-            raise ConfigError("space: cannot change the search space of a resumed run; drop space=")
+        fixed = sorted(k for k in overrides if k.split(".")[0] not in RESUME_OVERRIDABLE)
+        if fixed:
+            raise ConfigError(
+                f"{fixed[0]}: a resumed run keeps its search space, target and seeds (its study was made with them); "
+                f"only {', '.join(RESUME_OVERRIDABLE)} may change on resume; start a new run for the rest"
+            )
         data = config_mod.merge(saved, config_mod.dotted_to_nested(overrides))
         cfg = config_mod.build(data, str(run_dir / "config.yaml"), has_gpu)
         cfg.resume = str(run_dir)
@@ -78,8 +87,14 @@ def resolve_runtime(cfg: config_mod.RunConfig, has_gpu: bool) -> tuple[str, Any,
         gpu = prices.detect_gpu("cuda" if has_gpu else "cpu") if cfg.price.usd_per_hour is None else "custom"
     price = prices.resolve(gpu, cfg.price.kind, cfg.price.usd_per_hour, key=f"{cfg.space}: price")
     backend = get_backend(cfg.backend)
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", cfg.device):
+        raise ConfigError(f"{cfg.space}: device: '{cfg.device}' is not a device; use auto, cpu, cuda or cuda:N")
     if cfg.workers.address is None:  # a cluster's workers may have what this driver lacks
         backend.check_installed()
+        if cfg.device.startswith("cuda") and not has_gpu:
+            raise ConfigError(
+                f"{cfg.space}: device={cfg.device}: this machine has no CUDA GPU; use device=auto or device=cpu"
+            )
     return profile, price, backend.control_dt_s(profile)
 
 
@@ -115,18 +130,21 @@ class Progress:
 def main(argv: list[str]) -> int:
     import torch
 
-    cfg, run_dir, resuming = prepare(argv)
+    cfg, run_dir, _ = prepare(argv)
     has_gpu = torch.cuda.is_available()
     profile, price, control_dt_s = resolve_runtime(cfg, has_gpu)
-    if not resuming:
-        (run_dir / "config.yaml").write_text(yaml.safe_dump(asdict(cfg), sort_keys=False))
+    # On resume too: a raised budget must be what the report and the next resume read.
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(asdict(cfg), sort_keys=False))
     print(
         f"sweep: run {run_dir} | space {cfg.space} | backend {cfg.backend} profile {profile} | "
         f"budget ${cfg.budget.usd:g} (per trial ${cfg.budget.trial_usd:g}) at {price.label} ${price.usd_per_hour:g}/h",
         flush=True,
     )
+    from sweep import space
     from sweep.planner import Planner
     from sweep.workers import WorkerPool, wait_ready
+
+    space.feasible_count(cfg, control_dt_s, price.memory_gib)  # a space nothing in can run: say so before Ray starts
 
     pool = WorkerPool(cfg.workers, use_gpu=has_gpu)
     progress = Progress()

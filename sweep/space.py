@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sweep.config import RunConfig
+from sweep.errors import ConfigError
 from sweep.trial import TrialConfig
 
 #: Knobs every space has (flags come on top, as ``flags.<name>``).
@@ -92,3 +93,18 @@ def infeasible_reason(found: dict[str, float]) -> str:
     """One line naming the violated constraints."""
     parts = [f"{k} over its bound by {v:g}" for k, v in found.items() if v > 0]
     return "infeasible: " + "; ".join(parts)
+
+
+def feasible_count(cfg: RunConfig, control_dt_s: float, memory_gib: float | None) -> int:
+    """How many configs of the space satisfy the constraints; none is a config error (nothing could run)."""
+    points = grid_points(cfg, 0)
+    found = [violations(p, cfg, control_dt_s, memory_gib) for p in points]
+    count = sum(not any(v > 0 for v in f.values()) for f in found)
+    if count == 0:
+        worst = min(found, key=lambda f: sum(max(v, 0.0) for v in f.values()))
+        raise ConfigError(
+            f"{cfg.space}: no config of the space satisfies the constraints "
+            f"(the closest is {infeasible_reason(worst)}); widen knobs (smaller num_envs, shorter "
+            "num_steps_per_env) or relax constraints"
+        )
+    return count

@@ -230,8 +230,8 @@ def run_trial(
             perf.warm_up(alg, env, flags)
         steps_per_iter = cfg.num_envs * cfg.num_steps_per_env
         while True:
-            n_iters = cfg.eval_every
-            trainer(n_iters)
+            # The cap is checked after every iteration, so a trial overruns it by at most one iteration.
+            n_iters = trainer(cfg.eval_every, lambda: clock.billable_s() >= cfg.cap_s)
             state["it"] += n_iters
             state["env_steps"] += n_iters * steps_per_iter
             state["skipped"] = perf.skipped_updates(alg)

@@ -14,7 +14,7 @@ from dataclasses import asdict
 from typing import Any
 
 from sweep.config import Workers
-from sweep.errors import ConfigError, require
+from sweep.errors import ConfigError, SweepError, require
 from sweep.prices import Price
 
 #: Seconds a worker waits for the planner's answer before carrying on.
@@ -128,9 +128,17 @@ class WorkerPool:
         self._nodes: dict[Any, str] = {}
 
     def _count(self) -> int:
-        if self.cfg.num > 0:
-            return self.cfg.num
         resources = self.ray.cluster_resources()
+        if self.cfg.num > 0:
+            kind = "GPU" if self.use_gpu else "CPU"
+            have = int(resources.get(kind, 0))
+            per = 1 if self.use_gpu else min(self.cfg.cpus_per_trial, max(1, have))
+            if self.cfg.num * per > have:
+                raise ConfigError(
+                    f"workers.num={self.cfg.num}: each worker needs {per} {kind} and the Ray cluster has {have}; "
+                    "lower workers.num (0: as many as fit) or workers.cpus_per_trial"
+                )
+            return self.cfg.num
         if self.use_gpu:
             return max(1, int(resources.get("GPU", 0)))
         return max(1, int(resources.get("CPU", 1)) // self.cfg.cpus_per_trial)
@@ -220,4 +228,10 @@ def _one_line(exc: BaseException) -> str:
 def wait_ready(pool: WorkerPool, timeout_s: float = 60.0) -> None:
     """Block until every actor answers (so start-up errors surface before the first trial)."""
     deadline = time.time() + timeout_s
-    pool.ray.get([a.node.remote() for a in pool.actors], timeout=max(1.0, deadline - time.time()))
+    try:
+        pool.ray.get([a.node.remote() for a in pool.actors], timeout=max(1.0, deadline - time.time()))
+    except pool.ray.exceptions.GetTimeoutError as exc:
+        raise SweepError(
+            f"workers: {pool.size} worker(s) did not start within {timeout_s:g} s; check the cluster's free "
+            "resources (`ray status`) or lower workers.num"
+        ) from exc

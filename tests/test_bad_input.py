@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from sweep import run as run_mod
@@ -62,6 +63,10 @@ FILE_CASES = [
     (with_("workers", "num", -1), "workers.num"),
     (with_("budget", None, 5), "budget"),
     (with_("seeds", "training", "one"), "seeds.training"),
+    (with_("budget", "trial_usd", 0.95), "budget.trial_usd"),  # no room for the overrun reserve
+    (with_("knobs", "flags", {"fused_optimizer": [True, True]}), "knobs.flags.fused_optimizer"),
+    ({**GOOD, "device": "gpu0"}, "device"),
+    (with_("knobs", "num_mini_batches", [100000]), "no config of the space satisfies the constraints"),
 ]
 
 
@@ -87,6 +92,10 @@ def test_bad_command_lines(tmp_path: Path, capsys) -> None:
     path = tmp_path / "space.yaml"
     path.write_text(yaml.safe_dump(GOOD))
     out = f"out={tmp_path / 'reports'}"
+    old = tmp_path / "old"  # a run folder to resume
+    old.mkdir()
+    (old / "config.yaml").write_text(yaml.safe_dump(GOOD))
+    (old / "study.db").write_bytes(b"")
     cases = [
         ([f"space={path}", "budgett.usd=3", out], "budgett"),
         ([f"space={path}", "budget.usd=abc", out], "budget.usd"),
@@ -95,11 +104,20 @@ def test_bad_command_lines(tmp_path: Path, capsys) -> None:
         ([f"space={path}", "out=/proc/forbidden/reports"], "out="),
         ([f"resume={tmp_path}"], "not a sweep run folder"),
         ([f"space={path}", "knobs.num_envs=[]", out], "knobs.num_envs"),
+        ([f"resume={old}", "knobs.num_envs=[64]"], "knobs.num_envs: a resumed run keeps its search space"),
     ]
     for argv, needle in cases:
         line = reject(argv, capsys)
         assert needle in line, (argv, line)
     assert not (tmp_path / "reports").exists() or not list((tmp_path / "reports").glob("*/ledger.jsonl"))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_asking_for_a_gpu_on_a_machine_without_one(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "space.yaml"
+    path.write_text(yaml.safe_dump({**GOOD, "device": "cuda"}))
+    line = reject([f"space={path}", f"out={tmp_path / 'reports'}"], capsys)
+    assert "device=cuda" in line and "no CUDA GPU" in line
 
 
 def test_an_existing_run_is_not_overwritten(tmp_path: Path, capsys) -> None:

@@ -120,6 +120,8 @@ def test_resume_continues_without_lost_or_duplicated_rows(finished_run: Path, tm
     assert len(keys) == len(set(keys))  # nothing duplicated
     s = study(finished_run)
     assert len(s.trials) > n_before and len(s.trials) == len(last_rows(after))
+    saved = yaml.safe_load((finished_run / "config.yaml").read_text())
+    assert saved["budget"]["max_trials"] == 11  # what changed on resume is what the report and a next resume read
 
 
 BAD_SPACES = [

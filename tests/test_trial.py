@@ -66,6 +66,12 @@ def test_tiny_real_ppo_run_improves_return(tmp_path: Path) -> None:
     assert (tmp_path / "trials" / "0000" / "checkpoint.pt").exists()
 
 
+def test_the_cap_is_checked_after_every_iteration_not_only_at_checkpoints(tmp_path: Path) -> None:
+    # start-up alone passes a 10 ms cap: the trial stops after its first iteration, not at its checkpoint after 10
+    final = run_trial(tiny(cap_s=0.01), lambda r: CONTINUE, out_dir=tmp_path)
+    assert final.state == "capped" and final.iteration == 1 and tiny().eval_every == 10
+
+
 def test_stock_mode_runs_rsl_rl_unchanged(tmp_path: Path) -> None:
     rows = []
     final = run_trial(tiny(mode="stock", cap_s=1.0), lambda r: rows.append(r) or CONTINUE, out_dir=tmp_path)

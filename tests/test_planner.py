@@ -1,0 +1,106 @@
+"""The planner's loop on replayed trials (in-process pool): limits, infeasible spaces, orphans after a crash."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+from sweep import config, space
+from sweep.errors import ConfigError
+from sweep.ledger import LedgerWriter, Row, last_rows, read_rows
+from sweep.planner import Planner
+from sweep.prices import resolve
+from tests.helpers import ROOT
+from tests.replay_table import write_table
+
+PRICE = resolve("custom", usd_per_hour=3600.0)  # $1 per billable second
+
+
+def inline_pool(size: int = 1):
+    """The in-process pool the search benchmark uses (replayed trials only), with ``size`` slots."""
+    spec = importlib.util.spec_from_file_location("search_efficiency", ROOT / "benchmarks" / "search_efficiency.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    pool = bench.InlinePool()
+    pool.size = size
+    return pool
+
+
+def make_cfg(tmp_path: Path, **over) -> config.RunConfig:
+    data = {
+        "backend": "replay",
+        "profile": "recorded",
+        "backend_options": {"table": str(write_table(tmp_path / "table.json")), "time_scale": 0.0},
+        "knobs": {"num_envs": [64, 128], "num_steps_per_env": [8, 16], "num_mini_batches": [4]},
+        "target": {"success": 0.9, "eval_episodes": 16, "eval_every_steps": 80},
+        "budget": {"usd": 1000.0, "trial_usd": 100.0, "max_trials": 10},
+        "price": {"gpu": "custom", "usd_per_hour": PRICE.usd_per_hour},
+        "sampler": "random",
+        "run_id": "t",
+    }
+    data = config.merge(data, config.dotted_to_nested(over))
+    return config.validate(config.build(data, "test", has_gpu=False))
+
+
+def planner(cfg: config.RunConfig, run_dir: Path, pool=None) -> Planner:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return Planner(cfg, run_dir, pool or inline_pool(), PRICE, "recorded", 0.02, poll_s=0.001)
+
+
+def test_the_trial_limit_lets_running_trials_finish(tmp_path: Path) -> None:
+    p = planner(make_cfg(tmp_path, **{"budget.max_trials": 3, "prune": False}), tmp_path / "run", inline_pool(2))
+    p.run()
+    ends = last_rows(p.rows)
+    assert len(ends) == 3 and p.closed == "trial limit (3) reached" and not p.stopping
+    assert not any("stopped by the planner" in r["reason"] for r in ends.values()), ends
+
+
+def test_every_feasible_config_runs_once_then_the_study_ends(tmp_path: Path) -> None:
+    # 4 configs, of which the 128-env ones break the update-period bound at 0.25 s per step
+    cfg = make_cfg(tmp_path, **{"constraints.max_update_period_s": 2.0, "prune": False})
+    p = Planner(cfg, tmp_path / "run", inline_pool(), PRICE, "recorded", 0.25, poll_s=0.001)
+    (tmp_path / "run").mkdir(exist_ok=True)
+    p.run()
+    ran = [r for r in last_rows(p.rows).values() if r["billable_s"] > 0]
+    keys = [(r["params"]["num_envs"], r["params"]["num_steps_per_env"]) for r in ran]
+    assert sorted(keys) == [(64, 8), (128, 8)] and p.closed == "every feasible config tried (2)"
+
+
+def test_a_space_with_no_feasible_config_is_a_config_error(tmp_path: Path) -> None:
+    cfg = make_cfg(tmp_path, **{"knobs.num_mini_batches": [100000]})
+    with pytest.raises(ConfigError, match="no config of the space satisfies the constraints"):
+        space.feasible_count(cfg, 0.02, None)
+
+
+def test_resume_keeps_an_end_that_reached_the_ledger_before_the_crash(tmp_path: Path) -> None:
+    cfg = make_cfg(tmp_path, **{"budget.max_trials": 1})
+    run_dir = tmp_path / "run"
+    planner(cfg, run_dir).study().ask()
+    # The driver died after the trial's end row was fsynced but before Optuna was told: RUNNING there.
+    end = Row("t", 0, "reached", {"num_envs": 64, "num_steps_per_env": 8}, 30, 15360, 12.0, {"sim": 12.0}, 3600.0, "x")
+    with LedgerWriter(run_dir / "ledger.jsonl") as w:
+        w.append(end)
+    before = read_rows(run_dir / "ledger.jsonl")
+    planner(cfg, run_dir).run()
+    assert read_rows(run_dir / "ledger.jsonl") == before  # no 'failed' row appended over the recorded end
+    study = optuna.load_study(study_name="sweep", storage=f"sqlite:///{run_dir / 'study.db'}")
+    assert study.trials[0].state == optuna.trial.TrialState.COMPLETE and study.trials[0].values[0] == 12.0
+
+
+def test_a_trial_that_died_before_its_first_row_is_billed_to_the_drivers_last_heartbeat(tmp_path: Path) -> None:
+    cfg = make_cfg(tmp_path, **{"budget.max_trials": 1})
+    run_dir = tmp_path / "run"
+    p = planner(cfg, run_dir)
+    p.study().ask()  # dispatched, then the driver died in the trial's start-up: no ledger row
+    beat = time.time() + 30.0
+    (run_dir / "heartbeat").touch()
+    os.utime(run_dir / "heartbeat", (beat, beat))  # the driver lived 30 s more
+    planner(cfg, run_dir).run()
+    rows = read_rows(run_dir / "ledger.jsonl")
+    assert [r["state"] for r in rows] == ["failed"]
+    assert rows[0]["billable_s"] == pytest.approx(30.0, abs=2.0) and "first checkpoint" in rows[0]["reason"]
