@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
 import signal
 import subprocess
@@ -177,8 +179,26 @@ def test_soak_thirty_trials_rows_and_study_agree(tmp_path: Path) -> None:
     path = space_file(tmp_path)
     data = yaml.safe_load(path.read_text())
     data["backend_options"]["time_scale"] = 0.0
-    data["knobs"]["num_envs"] = [64, 128, 256]  # 256 was never recorded: those trials fail, the rest go on
+    # 48 feasible configs (the planner runs no config twice); 256 envs were never recorded: those fail
+    data["knobs"]["num_envs"] = [64, 128, 256]
     data["knobs"]["num_mini_batches"] = [2, 4]
+    data["knobs"]["flags"] = {"fused_optimizer": [False, True], "deferred_episode_stats": [False, True]}
+    table_path = Path(data["backend_options"]["table"])
+    table = json.loads(table_path.read_text())
+    table["trials"] = [
+        {
+            **t,
+            "params": {
+                **t["params"],
+                "num_mini_batches": mb,
+                "flag.fused_optimizer": fused,
+                "flag.deferred_episode_stats": d,
+            },
+        }
+        for t in table["trials"]
+        for mb, fused, d in itertools.product((2, 4), (False, True), (False, True))
+    ]
+    table_path.write_text(json.dumps(table))
     data["budget"] = {"usd": 1e6, "trial_usd": 60.0, "max_trials": 32}
     data["prune"] = False
     data["sampler"] = "random"

@@ -50,7 +50,8 @@ def study(run_dir: Path) -> optuna.Study:
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("run")
-    proc = run(f"space={space_file(tmp)}", "run_id=r1", f"out={tmp / 'reports'}", cwd=tmp)
+    # 3 of the 4 feasible configs: the run ends at its trial limit, and a resume has one left to try
+    proc = run(f"space={space_file(tmp)}", "run_id=r1", "budget.max_trials=3", f"out={tmp / 'reports'}", cwd=tmp)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return tmp / "reports" / "r1"
 
