@@ -328,7 +328,7 @@ class Planner:
 
         A trial whose end row reached the ledger is told that end. One stopped mid-way ends 'failed',
         billed to its last row; one with no row yet (it died in start-up or compilation) ends 'failed',
-        billed from its start to the last sign of life of the run (its latest row or trial start).
+        billed from its start to the run's last sign of life (its latest row, trial start or heartbeat).
         """
         import optuna
 
