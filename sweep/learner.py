@@ -159,7 +159,7 @@ def _stock_runner(env: Any, train_cfg: dict, device: str, out_dir: str | Path | 
     return runner, runner.alg
 
 
-def _stock_chunk(runner: Any, clock: PhaseClock) -> Callable[[int], None]:
+def _stock_chunk(runner: Any, clock: PhaseClock) -> Callable[..., int]:
     """Train ``n`` iterations with ``runner.learn``; the update's own time goes to 'learn', the rest to 'sim'.
 
     Timing the update needs no sync: rsl-rl's update already ends with ``.item()`` calls.

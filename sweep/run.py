@@ -133,6 +133,9 @@ def main(argv: list[str]) -> int:
     cfg, run_dir, _ = prepare(argv)
     has_gpu = torch.cuda.is_available()
     profile, price, control_dt_s = resolve_runtime(cfg, has_gpu)
+    from sweep import space
+
+    space.feasible_count(cfg, control_dt_s, price.memory_gib)  # a space nothing in can run: say so before Ray starts
     # On resume too: a raised budget must be what the report and the next resume read.
     (run_dir / "config.yaml").write_text(yaml.safe_dump(asdict(cfg), sort_keys=False))
     print(
@@ -140,11 +143,8 @@ def main(argv: list[str]) -> int:
         f"budget ${cfg.budget.usd:g} (per trial ${cfg.budget.trial_usd:g}) at {price.label} ${price.usd_per_hour:g}/h",
         flush=True,
     )
-    from sweep import space
     from sweep.planner import Planner
     from sweep.workers import WorkerPool, wait_ready
-
-    space.feasible_count(cfg, control_dt_s, price.memory_gib)  # a space nothing in can run: say so before Ray starts
 
     pool = WorkerPool(cfg.workers, use_gpu=has_gpu)
     progress = Progress()
