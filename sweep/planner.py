@@ -77,7 +77,7 @@ class Planner:
         self.poll_s = poll_s
         """Seconds between polls of the workers (replayed trials need none)."""
         ends = last_rows(self.rows)
-        self.unrun = {t for t, r in ends.items() if r["billable_s"] == 0 and r["state"] == "pruned"}
+        self.unrun = {t for t, r in ends.items() if end_label(r) == "not run"}
         """Trials told without running (infeasible configs, repeats): they do not count towards max_trials."""
         self.tried = {_config_key(r["params"]) for t, r in ends.items() if t not in self.unrun}
         """Configs already run, so the planner does not pay twice for the same evidence."""
@@ -262,23 +262,7 @@ class Planner:
         last = run.rows[-1] if run.rows else None
         seen = time.time()
         billable = (last["billable_s"] + (seen - last["wall_time"])) if last else (seen - run.started)
-        end = Row(
-            run_id=self.cfg.run_id,
-            trial=run.number,
-            state=state,
-            params=run.params,
-            iteration=last["iteration"] if last else 0,
-            env_steps=last["env_steps"] if last else 0,
-            billable_s=billable,
-            phases_s=dict(last["phases_s"]) if last else {},
-            price_usd_per_hour=self.price.usd_per_hour,
-            price_label=self.price.label,
-            success=last.get("success") if last else None,
-            reason=reason,
-            seed=run.number + self.cfg.seeds.training,
-        )
-        end.phases_s["other"] = end.phases_s.get("other", 0.0) + billable - (last["billable_s"] if last else 0.0)
-        self._write(end.__dict__)
+        self._write(self._end_row(run.number, run.params, state, reason, billable, last))
         run.optuna_trial.set_user_attr("state", state)
         run.optuna_trial.set_user_attr("reason", reason)
         study.tell(run.optuna_trial, state=optuna.trial.TrialState.FAIL)
@@ -293,20 +277,7 @@ class Planner:
             trial.set_constraint(key, value)
         trial.set_user_attr("state", "pruned")
         trial.set_user_attr("reason", reason)
-        row = Row(
-            run_id=self.cfg.run_id,
-            trial=trial.number,
-            state="pruned",
-            params=params,
-            iteration=0,
-            env_steps=0,
-            billable_s=0.0,
-            phases_s={},
-            price_usd_per_hour=self.price.usd_per_hour,
-            price_label=self.price.label,
-            reason=reason,
-        )
-        self._write(row.__dict__)
+        self._write(self._end_row(trial.number, params, "pruned", reason, 0.0))
         study.tell(trial, state=optuna.trial.TrialState.PRUNED)
 
     def _stop_running(self, study: Any, reason: str) -> None:
@@ -357,22 +328,36 @@ class Planner:
                     "driver stopped before the trial's first checkpoint; "
                     "billed from its start to the run's last sign of life"
                 )
-                end = Row(
-                    run_id=self.cfg.run_id,
-                    trial=frozen.number,
-                    state="failed",
-                    params=frozen.user_attrs.get("knobs", frozen.params),
-                    iteration=0,
-                    env_steps=0,
-                    billable_s=billable,
-                    phases_s={"other": billable},
-                    price_usd_per_hour=self.price.usd_per_hour,
-                    price_label=self.price.label,
-                    reason=reason,
-                    seed=frozen.number + self.cfg.seeds.training,
-                ).__dict__
+                end = self._end_row(
+                    frozen.number, frozen.user_attrs.get("knobs", frozen.params), "failed", reason, billable
+                )
             self._append_now(end)
             study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
+
+    def _end_row(
+        self, number: int, params: dict, state: str, reason: str, billable_s: float, last: dict | None = None
+    ) -> dict:
+        """The end row of a trial the planner closes itself: the progress of its ``last`` row (if any),
+        billed ``billable_s`` seconds, the time no phase claimed counted as 'other'."""
+        row = Row(
+            run_id=self.cfg.run_id,
+            trial=number,
+            state=state,
+            params=params,
+            iteration=last["iteration"] if last else 0,
+            env_steps=last["env_steps"] if last else 0,
+            billable_s=billable_s,
+            phases_s=dict(last["phases_s"]) if last else {},
+            price_usd_per_hour=self.price.usd_per_hour,
+            price_label=self.price.label,
+            success=last.get("success") if last else None,
+            reason=reason,
+            seed=number + self.cfg.seeds.training,
+        )
+        unclaimed = billable_s - (last["billable_s"] if last else 0.0)
+        if unclaimed > 0:
+            row.phases_s["other"] = row.phases_s.get("other", 0.0) + unclaimed
+        return row.__dict__
 
     def _heartbeat(self) -> None:
         """Touch the run's heartbeat file (at most every HEARTBEAT_S): a later resume bills a trial that

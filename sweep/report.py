@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +59,7 @@ def summary_card(rows: list[dict]) -> dict[str, Any]:
     """The figures at the top of the report (all derived from ledger rows)."""
     figures = summary_figures(rows)
     ends = last_rows(rows)
-    counts: dict[str, int] = {}
-    for r in ends.values():
-        counts[end_label(r)] = counts.get(end_label(r), 0) + 1
+    counts = dict(Counter(end_label(r) for r in ends.values()))
     card: dict[str, Any] = {
         "total_usd": figures["total_usd"],
         "usd_by_state": figures["usd_by_state"],

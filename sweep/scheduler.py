@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from sweep.ledger import metrics
 from sweep.trial import CONTINUE, PRUNE
 
-#: A running trial's reservation includes one more checkpoint interval beyond its allowance.
+#: A running trial's reservation covers its allowance plus an overrun (the cap is checked after each iteration).
 RESERVE_MARGIN = 1.1
 
 
@@ -67,7 +67,7 @@ def allowance_usd(trial_cap_usd: float, best_usd: float | None, prune: bool) -> 
 
 
 def reserve_usd(spent_usd: float, allowance: float) -> float:
-    """What the budget must keep for a running trial: its allowance plus one checkpoint, or its spend."""
+    """What the budget must keep for a running trial: its allowance plus the overrun margin, or its spend."""
     return max(spent_usd, allowance * RESERVE_MARGIN)
 
 

@@ -28,14 +28,6 @@ def suggest(trial: Any, cfg: RunConfig) -> dict[str, Any]:
     return {name: trial.suggest_categorical(name, values) for name, values in choices(cfg).items()}
 
 
-def size(cfg: RunConfig) -> int:
-    """How many distinct configs the space holds."""
-    total = 1
-    for values in choices(cfg).values():
-        total *= len(values)
-    return total
-
-
 def grid_points(cfg: RunConfig, seed: int) -> list[dict[str, Any]]:
     """Every combination of the choices, in an order shuffled by ``seed`` (grid search)."""
     import itertools
@@ -101,10 +93,10 @@ def feasible_count(cfg: RunConfig, control_dt_s: float, memory_gib: float | None
     found = [violations(p, cfg, control_dt_s, memory_gib) for p in points]
     count = sum(not any(v > 0 for v in f.values()) for f in found)
     if count == 0:
-        worst = min(found, key=lambda f: sum(max(v, 0.0) for v in f.values()))
+        closest = min(found, key=lambda f: sum(max(v, 0.0) for v in f.values()))
         raise ConfigError(
             f"{cfg.space}: no config of the space satisfies the constraints "
-            f"(the closest is {infeasible_reason(worst)}); widen knobs (smaller num_envs, shorter "
+            f"(the closest is {infeasible_reason(closest)}); widen knobs (smaller num_envs, shorter "
             "num_steps_per_env) or relax constraints"
         )
     return count

@@ -271,9 +271,9 @@ def run_trial(
 
 def failure_reason(exc: BaseException) -> str:
     """One line saying why a trial failed."""
-    text = str(exc).lower()
+    lowered = str(exc).lower()
     if isinstance(exc, torch.cuda.OutOfMemoryError) or any(
-        k in text for k in ("out of memory", "not enough memory", "resource_exhausted")
+        k in lowered for k in ("out of memory", "not enough memory", "resource_exhausted")
     ):
         return "out of device memory: " + str(exc).splitlines()[0][:200]
     text = str(exc).splitlines()[0] if str(exc) else ""

@@ -9,7 +9,6 @@ trial is reported as lost and the actor is replaced.
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import asdict
 from typing import Any
 
@@ -132,7 +131,7 @@ class WorkerPool:
         if self.cfg.num > 0:
             kind = "GPU" if self.use_gpu else "CPU"
             have = int(resources.get(kind, 0))
-            per = 1 if self.use_gpu else min(self.cfg.cpus_per_trial, max(1, have))
+            per = 1 if self.use_gpu else self._cpus_per_actor()
             if self.cfg.num * per > have:
                 raise ConfigError(
                     f"workers.num={self.cfg.num}: each worker needs {per} {kind} and the Ray cluster has {have}; "
@@ -143,11 +142,14 @@ class WorkerPool:
             return max(1, int(resources.get("GPU", 0)))
         return max(1, int(resources.get("CPU", 1)) // self.cfg.cpus_per_trial)
 
+    def _cpus_per_actor(self) -> int:
+        """CPUs a CPU-slot actor asks for: ``cpus_per_trial``, or all the cluster has if that is fewer."""
+        return min(self.cfg.cpus_per_trial, max(1, int(self.ray.cluster_resources().get("CPU", 1))))
+
     def _new_actor(self) -> Any:
         if self.use_gpu:
             return self.worker_cls.options(num_gpus=1, num_cpus=1).remote()
-        cpus = min(self.cfg.cpus_per_trial, max(1, int(self.ray.cluster_resources().get("CPU", 1))))
-        return self.worker_cls.options(num_cpus=cpus).remote()
+        return self.worker_cls.options(num_cpus=self._cpus_per_actor()).remote()
 
     def idle(self) -> int:
         return len(self.actors) - len(self.busy)
@@ -227,9 +229,8 @@ def _one_line(exc: BaseException) -> str:
 
 def wait_ready(pool: WorkerPool, timeout_s: float = 60.0) -> None:
     """Block until every actor answers (so start-up errors surface before the first trial)."""
-    deadline = time.time() + timeout_s
     try:
-        pool.ray.get([a.node.remote() for a in pool.actors], timeout=max(1.0, deadline - time.time()))
+        pool.ray.get([a.node.remote() for a in pool.actors], timeout=timeout_s)
     except pool.ray.exceptions.GetTimeoutError as exc:
         raise SweepError(
             f"workers: {pool.size} worker(s) did not start within {timeout_s:g} s; check the cluster's free "

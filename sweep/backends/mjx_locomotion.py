@@ -13,6 +13,7 @@ profile's threshold.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
@@ -124,16 +125,11 @@ def load_model(floor: str) -> Any:
     return spec.compile()
 
 
-#: Jitted task functions per (profile params, donation, JAX device), shared by every env of this
-#: process: a worker's later trials re-trace nothing, and XLA compiles each env shape once.
-_FUNCTIONS: dict[tuple[TaskParams, bool, str], dict[str, Any]] = {}
-
-
-def _functions(params: TaskParams, donate: bool, jax_device: Any) -> dict[str, Any]:
-    key = (params, donate, str(jax_device))
-    if key not in _FUNCTIONS:
-        _FUNCTIONS[key] = build_functions(load_model(params.floor), params, donate)
-    return _FUNCTIONS[key]
+@functools.cache
+def _functions(params: TaskParams, donate: bool, jax_device: str) -> dict[str, Any]:
+    """Jitted task functions shared by every env of this process with these params, donation and JAX
+    device: a worker's later trials re-trace nothing, and XLA compiles each env shape once."""
+    return build_functions(load_model(params.floor), params, donate)
 
 
 class MjxLocomotionEnv(TaskEnv):
@@ -151,7 +147,7 @@ class MjxLocomotionEnv(TaskEnv):
         self.cfg = asdict(params)
         self._jax_device = _jax_device_for(device)
         with jax.default_device(self._jax_device):
-            self._fn = _functions(params, donate, self._jax_device)
+            self._fn = _functions(params, donate, str(self._jax_device))
             self._keys = jax.device_put(train_keys(seed, num_envs), self._jax_device)
             self._state, obs = self._fn["reset"](self._keys)
         self._obs = self._wrap_obs(obs)

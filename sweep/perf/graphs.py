@@ -47,11 +47,12 @@ class GraphedUpdate:
         self.stream = torch.cuda.Stream(self.device)
         self.update_graph: torch.cuda.CUDAGraph | None = None
         self.update_steps = 0
+        self.flat: dict[str, Any] | None = None  # static views of the rollout storage, bound at the first update
 
     # -- update -----------------------------------------------------------------------------------
     def update(self) -> dict[str, torch.Tensor]:
         alg, st = self.alg, self.alg.storage
-        if not hasattr(self, "flat"):
+        if self.flat is None:
             self._bind(st)
         self.adv.copy_(st.advantages.flatten(0, 1))
         self.sums.zero_()
