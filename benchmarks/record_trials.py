@@ -6,7 +6,12 @@ Grid (on the GPU; each trial runs to the target or the cap, no pruning, every ch
         --flags fused_optimizer,buffer_donation --seeds 1,2 --cap-s 150 --out benchmarks/data/h200_grid.json
 
 Every ledger row also goes to ``<out>.jsonl``; the same command run again records only the points
-that file does not finish (a grid longer than one device session is recorded in pieces).
+that file does not finish (a grid longer than one device session is recorded in pieces). On a
+machine with several GPUs, one process per GPU shares the points still to run (each trial alone on
+its GPU, so its times are its own; its rows go to ``<out>.shard<I>.jsonl``, read by every later run):
+
+    CUDA_VISIBLE_DEVICES=0 python benchmarks/record_trials.py grid ... --shard 0/2 &
+    CUDA_VISIBLE_DEVICES=1 python benchmarks/record_trials.py grid ... --shard 1/2
 
 From ledgers already written (a sweep's trials are real trials too; pruned ones are kept only up to
 where they were stopped, so they are marked ``truncated``):
@@ -19,6 +24,8 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -52,59 +59,107 @@ def table_from_rows(rows: list[dict], device: str, profile: str) -> dict[str, An
 def grid(args: argparse.Namespace) -> list[dict]:
     """Run every grid point (and seed) to its end with no pruning; returns all ledger rows.
 
-    Every row is also appended (fsynced) to ``<out>.jsonl``; a later call with the same ``--out``
-    keeps the trials that file ends and runs only the missing points, so a grid can be recorded
-    over several device sessions.
+    Every row is also appended (fsynced) to ``<out>.jsonl`` (``<out>.shard<I>.jsonl`` for a shard); a
+    later call with the same ``--out`` keeps the trials those files end and runs only the missing
+    points, so a grid can be recorded over several device sessions and GPUs.
     """
     import torch
 
     from sweep.ledger import LedgerWriter, read_rows
     from sweep.trial import CONTINUE, TrialConfig, run_trial, trial_params
 
-    ledger = Path(args.out).with_suffix(".jsonl")
+    index, count = args.shard
+    ledger = ledger_path(args.out, args.shard)
     earlier = read_rows(ledger)
     ended = {r["trial"] for r in earlier if r["state"] != "running"}
-    rows = [r for r in earlier if r["trial"] in ended]  # a trial cut off mid-way is run again
+    mine = [r for r in earlier if r["trial"] in ended]  # a trial cut off mid-way is run again
     ledger.parent.mkdir(parents=True, exist_ok=True)
-    ledger.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+    write_atomic(ledger, "".join(json.dumps(r, sort_keys=True) + "\n" for r in mine))
+    rows = recorded_rows(args.out)
     done = {point_key(r["params"], r["seed"]) for r in rows}
     next_trial = max(ended, default=-1) + 1
     flags = [f for f in args.flags.split(",") if f]
-    points = itertools.product(
-        [int(x) for x in args.num_envs.split(",")],
-        [int(x) for x in args.horizons.split(",")],
-        itertools.product([False, True], repeat=len(flags)),
-        [int(s) for s in args.seeds.split(",")],
-    )
+    configs = [
+        TrialConfig(
+            profile=args.profile,
+            num_envs=n,
+            num_steps_per_env=h,
+            seed=seed,
+            cap_s=args.cap_s,
+            flags={**dict(zip(flags, values, strict=True)), "compile_cache": True},
+            save_checkpoints=False,
+        ).validate()
+        for n, h, values, seed in itertools.product(
+            [int(x) for x in args.num_envs.split(",")],
+            [int(x) for x in args.horizons.split(",")],
+            itertools.product([False, True], repeat=len(flags)),
+            [int(s) for s in args.seeds.split(",")],
+        )
+    ]
+    missing = [c for c in configs if point_key(trial_params(c), c.seed) not in done]
+    todo = missing[index::count]
+    print(f"{len(configs) - len(missing)} of {len(configs)} points recorded; this process runs {len(todo)}", flush=True)
+    run_id = "grid" if count == 1 else f"grid-shard{index}"
+    started = time.monotonic()
     with LedgerWriter(ledger) as writer:
-        for n, h, values, seed in points:
-            cfg = TrialConfig(
-                profile=args.profile,
-                num_envs=n,
-                num_steps_per_env=h,
-                seed=seed,
-                cap_s=args.cap_s,
-                flags={**dict(zip(flags, values, strict=True)), "compile_cache": True},
-                save_checkpoints=False,
-            ).validate()
-            if point_key(trial_params(cfg), seed) in done:
-                continue
+        for cfg in todo:
+            if time.monotonic() - started + 1.25 * cfg.cap_s > args.stop_after_s:
+                print(f"stopping: another trial could run past --stop-after-s {args.stop_after_s:g}", flush=True)
+                break
             i, next_trial = next_trial, next_trial + 1
 
             def keep(row: Any) -> str:
-                rows.append(row.__dict__)
                 writer.append(row)
                 return CONTINUE
 
-            end = run_trial(cfg, keep, run_id="grid", trial=i, price_usd_per_hour=1.0, price_label="recorded")
+            end = run_trial(cfg, keep, run_id=run_id, trial=i, price_usd_per_hour=1.0, price_label="recorded")
+            rows = recorded_rows(args.out)
             save(rows, args)  # after every trial: a long recording that stops early keeps what it has
             print(
-                f"{i:3d} {n}x{h} {dict(zip(flags, values, strict=True))} seed {seed}: {end.state} "
+                f"{i:3d} {cfg.num_envs}x{cfg.num_steps_per_env} "
+                f"{ {f: cfg.flags[f] for f in flags} } seed {cfg.seed}: {end.state} "
                 f"at {end.billable_s:.0f} s (success {end.success})",
                 flush=True,
             )
     print("device:", torch.cuda.get_device_name(0) if torch.cuda.is_available() else "CPU")
+    return recorded_rows(args.out)  # other shards' trials too
+
+
+def ledger_path(out: str, shard: tuple[int, int]) -> Path:
+    """The ledger a grid process appends to: ``<out>.jsonl``, or ``<out>.shard<I>.jsonl`` for shard I."""
+    index, count = shard
+    return Path(out).with_suffix(".jsonl" if count == 1 else f".shard{index}.jsonl")
+
+
+def recorded_rows(out: str) -> list[dict]:
+    """The rows of every trial that ended, from ``<out>.jsonl`` and every shard's ledger."""
+    from sweep.ledger import read_rows
+
+    base = Path(out)
+    rows = []
+    for path in [base.with_suffix(".jsonl"), *sorted(base.parent.glob(f"{base.stem}.shard*.jsonl"))]:
+        some = read_rows(path)
+        ended = {r["trial"] for r in some if r["state"] != "running"}
+        rows += [r for r in some if r["trial"] in ended]
     return rows
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` in one rename (other grid processes read it meanwhile)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def shard(text: str) -> tuple[int, int]:
+    """``I/N`` -> (I, N): this process runs every N-th point still to record, from the I-th."""
+    try:
+        index, count = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--shard: expected I/N such as 0/2, got {text!r}") from None
+    if not 0 <= index < count:
+        raise argparse.ArgumentTypeError(f"--shard: I must be in 0..N-1, got {text!r}")
+    return index, count
 
 
 def point_key(params: dict[str, Any], seed: int) -> str:
@@ -117,7 +172,7 @@ def save(rows: list[dict], args: argparse.Namespace) -> None:
     device = args.device_name or next((r.get("device") for r in rows if r.get("device")), "unknown")
     table = table_from_rows(rows, device, args.profile)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(table, indent=0))
+    write_atomic(Path(args.out), json.dumps(table, indent=0))
 
 
 def main() -> None:
@@ -131,6 +186,13 @@ def main() -> None:
     g.add_argument("--profile", default="gpu")
     g.add_argument("--cap-s", type=float, default=150.0)
     g.add_argument("--device-name", default="")
+    g.add_argument(
+        "--stop-after-s",
+        type=float,
+        default=float("inf"),
+        help="start no trial that could end later than this many wall seconds after the start (device time limits)",
+    )
+    g.add_argument("--shard", type=shard, default=(0, 1), help="I/N: run every N-th point to record, from the I-th")
     led = sub.add_parser("ledgers")
     led.add_argument("paths", nargs="+")
     led.add_argument("--device-name", default="")
