@@ -2,8 +2,8 @@
 
 Grid (on the GPU; each trial runs to the target or the cap, no pruning, every checkpoint kept):
 
-    python benchmarks/record_trials.py grid --num-envs 2048,4096,8192 --horizons 12,24,48 \
-        --flags fused_optimizer,buffer_donation --seeds 1,2 --cap-s 150 --out benchmarks/data/h200_grid.json
+    python benchmarks/record_trials.py grid --num-envs 2048,4096,8192 --horizons 8,12,24,32 \
+        --flags buffer_donation,cuda_graph_update --seeds 1 --cap-s 90 --out benchmarks/data/h200_grid.json
 
 Every ledger row also goes to ``<out>.jsonl``; the same command run again records only the points
 that file does not finish (a grid longer than one device session is recorded in pieces). On a
