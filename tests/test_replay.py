@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from sweep.backends.replay import config_key, load_table
+from sweep.ledger import last_rows
 from sweep.trial import CONTINUE, PRUNE, TrialConfig, run_trial
 from tests.helpers import ROOT
 from tests.replay_table import write_table
@@ -53,9 +54,7 @@ def test_prune_and_cap_are_honoured(tmp_path: Path) -> None:
 @pytest.mark.parametrize("path", RECORDED, ids=[p.name for p in RECORDED])
 def test_recorded_grid_is_complete_and_replays(path: Path) -> None:
     table = json.loads(path.read_text())
-    spec = importlib.util.spec_from_file_location("search_efficiency", ROOT / "benchmarks" / "search_efficiency.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = search_efficiency()
     space = bench.table_space(table)
     combos = 1
     for values in space.values():
@@ -67,3 +66,36 @@ def test_recorded_grid_is_complete_and_replays(path: Path) -> None:
 
     rows = bench.run_planner(str(path), space, "planner", 0, Args())
     assert rows and all(r["billable_s"] >= 0 for r in rows)
+
+
+def search_efficiency():
+    """The benchmark script as a module."""
+    spec = importlib.util.spec_from_file_location("search_efficiency", ROOT / "benchmarks" / "search_efficiency.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
+def test_planner_starts_on_the_reduced_initial_design(tmp_path: Path) -> None:
+    bench = search_efficiency()
+    table = write_table(tmp_path / "t.json")
+    space = bench.table_space(load_table(str(table)))
+    design_file = tmp_path / "space.yaml"
+    design_file.write_text(
+        "initial:\n"
+        "  - {num_envs: 128, num_steps_per_env: 16, flags.fused_optimizer: true}\n"  # flag the table does not vary
+        "  - {num_envs: 128, num_steps_per_env: 16}\n"  # the same config once reduced: kept once
+        "  - {num_envs: 64, num_steps_per_env: 16}\n"
+    )
+    design = bench.initial_design(str(design_file), space)
+    assert design == [{"num_envs": 128, "num_steps_per_env": 16}, {"num_envs": 64, "num_steps_per_env": 16}]
+
+    class Args:
+        target, budget, trial_cap, max_trials = 0.9, 1e9, 300.0, 3
+
+    rows = bench.run_planner(str(table), space, "planner+initial", 0, Args(), design)
+    ends = last_rows(rows)
+    assert [(ends[i]["params"]["num_envs"], ends[i]["params"]["num_steps_per_env"]) for i in (0, 1)] == [
+        (128, 16),
+        (64, 16),
+    ]
