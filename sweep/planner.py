@@ -61,6 +61,7 @@ class Planner:
         control_dt_s: float,
         progress: Callable[[dict], None] = lambda s: None,
         poll_s: float = 0.2,
+        interrupted: Callable[[], bool] = lambda: False,
     ) -> None:
         self.cfg, self.run_dir, self.pool, self.price = cfg, Path(run_dir), pool, price
         self.profile, self.control_dt_s, self.progress = profile, control_dt_s, progress
@@ -76,6 +77,8 @@ class Planner:
         """Why no further trial starts (trial limit, every feasible config tried); running ones finish."""
         self.poll_s = poll_s
         """Seconds between polls of the workers (replayed trials need none)."""
+        self.interrupted = interrupted
+        """True once the user pressed Ctrl-C, even if the KeyboardInterrupt was swallowed on its way."""
         ends = last_rows(self.rows)
         self.unrun = {t for t, r in ends.items() if end_label(r) == "not run"}
         """Trials told without running (infeasible configs, repeats): they do not count towards max_trials."""
@@ -155,6 +158,8 @@ class Planner:
                     self._heartbeat()
                     if not self.running and (self.stopping or self.closed or not self._may_start(study)):
                         break
+                    if self.interrupted():
+                        raise KeyboardInterrupt
                     time.sleep(self.poll_s)
             except KeyboardInterrupt:
                 self.stopping = "interrupted (Ctrl-C)"

@@ -8,7 +8,9 @@ into ``reports/<run_id>/`` and prints where they are.
 from __future__ import annotations
 
 import re
+import signal
 import sys
+import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -148,18 +150,25 @@ def main(argv: list[str]) -> int:
 
     pool = WorkerPool(cfg.workers, use_gpu=has_gpu)
     progress = Progress()
-    interrupted = False
+    ctrl_c = threading.Event()
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        ctrl_c.set()  # kept even where Ray's client code defers or swallows the KeyboardInterrupt
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
     try:
         wait_ready(pool)
         print(f"sweep: {pool.size} worker(s) ({'one per GPU' if has_gpu else 'CPU slots'})", flush=True)
-        Planner(cfg, run_dir, pool, price, profile, control_dt_s, progress).run()
+        Planner(cfg, run_dir, pool, price, profile, control_dt_s, progress, interrupted=ctrl_c.is_set).run()
     except KeyboardInterrupt:
-        interrupted = True
+        ctrl_c.set()
     finally:
         progress.close()
         pool.shutdown()
+        signal.signal(signal.SIGINT, previous)
     finish(cfg, run_dir)
-    return 130 if interrupted else 0
+    return 130 if ctrl_c.is_set() else 0
 
 
 def finish(cfg: config_mod.RunConfig, run_dir: Path) -> None:

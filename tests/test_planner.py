@@ -104,3 +104,19 @@ def test_a_trial_that_died_before_its_first_row_is_billed_to_the_drivers_last_he
     rows = read_rows(run_dir / "ledger.jsonl")
     assert [r["state"] for r in rows] == ["failed"]
     assert rows[0]["billable_s"] == pytest.approx(30.0, abs=2.0) and "first checkpoint" in rows[0]["reason"]
+
+
+def test_a_ctrl_c_that_never_reached_the_loop_still_stops_and_bills(tmp_path: Path) -> None:
+    # Ray's client code can defer or swallow a KeyboardInterrupt; sweep.run's handler also sets a flag
+    cfg = make_cfg(tmp_path, **{"backend_options.time_scale": 0.01, "prune": False, "initial": [{"num_envs": 128}]})
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    rows_seen: list[int] = []
+    p = Planner(cfg, run_dir, inline_pool(), PRICE, "recorded", 0.02, poll_s=0.001, interrupted=lambda: bool(rows_seen))
+    p.progress = lambda status: rows_seen.append(1) if status["spent_usd"] > 0 else None
+    with pytest.raises(KeyboardInterrupt):
+        p.run()
+    ends = last_rows(read_rows(run_dir / "ledger.jsonl"))
+    assert len(ends) == 1
+    (end,) = ends.values()
+    assert end["state"] == "capped" and "Ctrl-C" in end["reason"] and end["billable_s"] > 0
