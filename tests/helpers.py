@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -10,6 +11,14 @@ from pathlib import Path
 from sweep.trial import TrialConfig
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def search_efficiency():
+    """``benchmarks/search_efficiency.py`` as a module (its in-process pool and strategies)."""
+    spec = importlib.util.spec_from_file_location("search_efficiency", ROOT / "benchmarks" / "search_efficiency.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
 
 
 def run_module(module: str, *args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import time
 from pathlib import Path
@@ -15,7 +14,7 @@ from sweep.errors import ConfigError
 from sweep.ledger import LedgerWriter, Row, last_rows, read_rows
 from sweep.planner import Planner
 from sweep.prices import resolve
-from tests.helpers import ROOT
+from tests.helpers import search_efficiency
 from tests.replay_table import write_table
 
 PRICE = resolve("custom", usd_per_hour=3600.0)  # $1 per billable second
@@ -23,10 +22,7 @@ PRICE = resolve("custom", usd_per_hour=3600.0)  # $1 per billable second
 
 def inline_pool(size: int = 1):
     """The in-process pool the search benchmark uses (replayed trials only), with ``size`` slots."""
-    spec = importlib.util.spec_from_file_location("search_efficiency", ROOT / "benchmarks" / "search_efficiency.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    pool = bench.InlinePool()
+    pool = search_efficiency().InlinePool()
     pool.size = size
     return pool
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import pytest
 from sweep.backends.replay import config_key, load_table
 from sweep.ledger import last_rows
 from sweep.trial import CONTINUE, PRUNE, TrialConfig, run_trial
-from tests.helpers import ROOT
+from tests.helpers import ROOT, search_efficiency
 from tests.replay_table import write_table
 
 RECORDED = sorted((ROOT / "benchmarks" / "data").glob("*_grid.json"))
@@ -66,14 +65,6 @@ def test_recorded_grid_is_complete_and_replays(path: Path) -> None:
 
     rows = bench.run_planner(str(path), space, "planner", 0, Args())
     assert rows and all(r["billable_s"] >= 0 for r in rows)
-
-
-def search_efficiency():
-    """The benchmark script as a module."""
-    spec = importlib.util.spec_from_file_location("search_efficiency", ROOT / "benchmarks" / "search_efficiency.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
 
 
 def test_planner_starts_on_the_reduced_initial_design(tmp_path: Path) -> None:
