@@ -75,8 +75,7 @@ def grid(args: argparse.Namespace) -> list[dict]:
     mine = [r for r in earlier if r["trial"] in ended]  # a trial cut off mid-way is run again
     ledger.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(ledger, "".join(json.dumps(r, sort_keys=True) + "\n" for r in mine))
-    rows = recorded_rows(args.out)
-    done = {point_key(r["params"], r["seed"]) for r in rows}
+    done = {point_key(r["params"], r["seed"]) for r in recorded_rows(args.out)}
     next_trial = max(ended, default=-1) + 1
     flags = [f for f in args.flags.split(",") if f]
     configs = [
@@ -113,8 +112,7 @@ def grid(args: argparse.Namespace) -> list[dict]:
                 return CONTINUE
 
             end = run_trial(cfg, keep, run_id=run_id, trial=i, price_usd_per_hour=1.0, price_label="recorded")
-            rows = recorded_rows(args.out)
-            save(rows, args)  # after every trial: a long recording that stops early keeps what it has
+            save(recorded_rows(args.out), args)  # after every trial: a recording that stops early keeps it all
             print(
                 f"{i:3d} {cfg.num_envs}x{cfg.num_steps_per_env} "
                 f"{ {f: cfg.flags[f] for f in flags} } seed {cfg.seed}: {end.state} "
