@@ -321,8 +321,8 @@ def validate(cfg: RunConfig) -> RunConfig:
 
     where = cfg.space
     backend = get_backend(cfg.backend, key=f"{where}: backend")
-    if cfg.profile != "auto" and cfg.profile not in backend.profiles():
-        raise ConfigError(f"{where}: profile: unknown profile '{cfg.profile}'; valid: {', '.join(backend.profiles())}")
+    if cfg.profile != "auto":
+        backend.check_profile(cfg.profile, key=f"{where}: profile")
     for key in ("num_envs", "num_steps_per_env", "num_mini_batches"):
         choices = getattr(cfg.knobs, key)
         if not choices:

@@ -92,7 +92,7 @@ def resolve_runtime(cfg: config_mod.RunConfig, has_gpu: bool) -> tuple[str, Any,
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", cfg.device):
         raise ConfigError(f"{cfg.space}: device: '{cfg.device}' is not a device; use auto, cpu, cuda or cuda:N")
     if cfg.workers.address is None:  # a cluster's workers may have what this driver lacks
-        backend.check_installed()
+        backend.preflight(profile, cfg.backend_options)
         if cfg.device.startswith("cuda") and not has_gpu:
             raise ConfigError(
                 f"{cfg.space}: device={cfg.device}: this machine has no CUDA GPU; use device=auto or device=cpu"

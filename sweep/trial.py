@@ -88,8 +88,7 @@ class TrialConfig:
             raise ConfigError("num_mini_batches: more mini-batches than samples per iteration")
         check_training_seed(self.seed)
         backend = get_backend(self.backend)
-        if self.profile not in backend.profiles():
-            raise ConfigError(f"profile: unknown profile '{self.profile}'; valid: {', '.join(backend.profiles())}")
+        backend.check_profile(self.profile)
         perf.resolve(self.flags)
         return self
 
@@ -259,7 +258,7 @@ def run_trial(
                 continue
             sink(final)
             return final
-    except Exception as exc:  # any failure ends the trial, billed, with its reason
+    except (Exception, SystemExit) as exc:  # any failure ends the trial, billed, with its reason (never the worker)
         final = row("failed", failure_reason(exc))
         sink(final)
         return final
@@ -276,6 +275,8 @@ def failure_reason(exc: BaseException) -> str:
         k in lowered for k in ("out of memory", "not enough memory", "resource_exhausted")
     ):
         return "out of device memory: " + str(exc).splitlines()[0][:200]
+    if isinstance(exc, SystemExit):  # raised by a simulator that wanted to end the process
+        return f"SystemExit: the simulator tried to exit the process (code {exc.code})"
     text = str(exc).splitlines()[0] if str(exc) else ""
     return f"{type(exc).__name__}: {text}"[:300]
 

@@ -7,6 +7,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from sweep.backends import get_backend
 from sweep.errors import ConfigError
 from sweep.ledger import Row
 from sweep.trial import CONTINUE, TrialConfig, resolve_device, run_trial
@@ -45,9 +46,12 @@ def config_from_overrides(overrides: dict[str, Any]) -> tuple[TrialConfig, dict[
     cfg_kwargs: dict[str, Any] = _from_file(overrides["config"]) if "config" in overrides else {}
     flags: dict[str, Any] = {}
     extra: dict[str, Any] = {}
+    options: dict[str, Any] = {}
     for key, value in overrides.items():
         if key.startswith("flags."):
             flags[key.split(".", 1)[1]] = value
+        elif key.startswith("backend_options."):
+            options[key.split(".", 1)[1]] = value
         elif key in names:
             cfg_kwargs[key] = value
         elif key == "config":
@@ -55,10 +59,14 @@ def config_from_overrides(overrides: dict[str, Any]) -> tuple[TrialConfig, dict[
         elif key in extra_keys:
             extra[key] = value
         else:
-            valid = sorted(names | extra_keys | {"flags.<name>"})
+            valid = sorted(names | extra_keys | {"flags.<name>", "backend_options.<key>"})
             raise ConfigError(f"unknown key '{key}'; valid keys: {', '.join(valid)}")
     if flags:
         cfg_kwargs["flags"] = {**cfg_kwargs.get("flags", {}), **flags}
+    if options:
+        from sweep.config import dotted_to_nested, merge
+
+        cfg_kwargs["backend_options"] = merge(cfg_kwargs.get("backend_options", {}), dotted_to_nested(options))
     try:
         cfg = TrialConfig(**cfg_kwargs)
     except TypeError as exc:
@@ -105,6 +113,7 @@ def main(argv: list[str]) -> int:
     from sweep.ledger import LedgerWriter, read_rows
 
     cfg, extra = config_from_overrides(parse_overrides(argv))
+    get_backend(cfg.backend).preflight(cfg.profile, cfg.backend_options)
     device = resolve_device(cfg.device)
     price = resolve_price(extra, device)
     run_id = str(extra.get("run_id") or time.strftime("trial-%Y%m%d-%H%M%S"))

@@ -7,6 +7,8 @@ Everything here runs without Isaac Lab (a fake wrapper stands in for ``RslRlVecE
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import sys
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -20,13 +22,20 @@ from tensordict import TensorDict
 from sweep import config, space
 from sweep.backends import get_backend
 from sweep.backends import isaaclab as il
+from sweep.backends import isaaclab_cfg as ilc
 from sweep.errors import ConfigError, MissingExtraError, SweepError
 from sweep.evaluation import evaluate, panel_seeds
 from sweep.trial import TrialConfig
+from tests import isaaclab_standin as standin
 
-FLAT = "Isaac-Velocity-Flat-Anymal-D-v0"
+FLAT = "Isaac-Velocity-Flat-AnymalD"
+OLD_FLAT = "Isaac-Velocity-Flat-Anymal-D-v0"  # Isaac Lab 2.x
 ISAAC_MODULES = ("isaaclab", "isaaclab_tasks", "isaaclab_rl", "isaacsim", "omni")
-needs_isaaclab = pytest.mark.skipif(importlib.util.find_spec("isaaclab") is None, reason="Isaac Lab is not installed")
+#: CI's Isaac Lab environment sets SWEEP_REQUIRE_ISAACLAB=1: there a missing Isaac Lab fails these tests.
+needs_isaaclab = pytest.mark.skipif(
+    importlib.util.find_spec("isaaclab") is None and not os.environ.get("SWEEP_REQUIRE_ISAACLAB"),
+    reason="Isaac Lab is not installed",
+)
 
 
 def isaac_modules_loaded() -> list[str]:
@@ -37,8 +46,10 @@ def isaac_modules_loaded() -> list[str]:
 
 
 def test_overrides_map_each_knob_to_its_isaac_lab_path() -> None:
-    lines = il.overrides(4096, 24, 7, {"gpu_max_num_partitions": 4}, num_mini_batches=8, num_learning_epochs=5)
+    physx = {"physics_preset": "physx", "gpu_max_num_partitions": 4}
+    lines = ilc.overrides(4096, 24, 7, physx, num_mini_batches=8, num_learning_epochs=5)
     assert lines == [
+        "presets=physx",
         "env.scene.num_envs=4096",
         "env.sim.physics.gpu_max_num_partitions=4",
         "agent.num_steps_per_env=24",
@@ -46,48 +57,52 @@ def test_overrides_map_each_knob_to_its_isaac_lab_path() -> None:
         "agent.algorithm.num_learning_epochs=5",
         "agent.seed=7",
     ]
-    newton = il.overrides(1024, 12, 1, {"physics_preset": "newton_mjwarp", "newton_cuda_graph": False})
+    knobs = {"newton_cuda_graph": False, "env": {"sim": {"physics": {"solver_cfg": {"njmax": 200}}}}}
+    newton = ilc.overrides(1024, 12, 1, knobs)  # Newton MJWarp is the default preset
     assert newton == [
         "presets=newton_mjwarp",  # first: a preset replaces the whole section the scalars then land in
         "env.scene.num_envs=1024",
         "env.sim.physics.use_cuda_graph=false",
+        "env.sim.physics.solver_cfg.njmax=200",  # task settings from backend_options.env
         "agent.num_steps_per_env=12",
         "agent.seed=1",
     ]
-    assert il.overrides(2048, None, 3, {"physics_preset": "physx"}) == ["env.scene.num_envs=2048", "agent.seed=3"]
+    assert ilc.overrides(2048, None, 3, {}) == ["presets=newton_mjwarp", "env.scene.num_envs=2048", "agent.seed=3"]
 
 
 @pytest.mark.parametrize(
     ("knobs", "key"),
     [
-        ({"gpu_max_num_partitions": 3}, "gpu_max_num_partitions"),
-        ({"gpu_max_num_partitions": 64}, "gpu_max_num_partitions"),
-        ({"gpu_max_num_partitions": True}, "gpu_max_num_partitions"),
-        ({"physics_preset": "newton_mjwarp", "gpu_max_num_partitions": 8}, "gpu_max_num_partitions"),
-        ({"newton_cuda_graph": True}, "newton_cuda_graph"),  # the default preset is PhysX
-        ({"physics_preset": "newton_mjwarp", "newton_cuda_graph": "yes"}, "newton_cuda_graph"),
+        ({"physics_preset": "physx", "gpu_max_num_partitions": 3}, "gpu_max_num_partitions"),
+        ({"physics_preset": "physx", "gpu_max_num_partitions": 64}, "gpu_max_num_partitions"),
+        ({"physics_preset": "physx", "gpu_max_num_partitions": True}, "gpu_max_num_partitions"),
+        ({"gpu_max_num_partitions": 8}, "gpu_max_num_partitions"),  # the default preset is Newton
+        ({"physics_preset": "physx", "newton_cuda_graph": True}, "newton_cuda_graph"),
+        ({"newton_cuda_graph": "yes"}, "newton_cuda_graph"),
         ({"physics_preset": "bullet"}, "physics_preset"),
+        ({"asset_root": 3}, "asset_root"),
+        ({"env": [1, 2]}, "backend_options.env"),
         ({"num_threads": 4}, "num_threads"),
     ],
 )
 def test_bad_knobs_are_config_errors_naming_the_key(knobs: dict[str, Any], key: str) -> None:
     with pytest.raises(ConfigError, match=key):
-        il.overrides(1024, 24, 1, knobs)
+        ilc.overrides(1024, 24, 1, knobs)
 
 
 def test_parse_override_reads_hydra_scalars_and_rejects_other_roots() -> None:
-    assert il.parse_override("env.scene.num_envs=4096") == ("env", ("scene", "num_envs"), 4096)
-    assert il.parse_override("env.sim.physics.use_cuda_graph=false") == (
+    assert ilc.parse_override("env.scene.num_envs=4096") == ("env", ("scene", "num_envs"), 4096)
+    assert ilc.parse_override("env.sim.physics.use_cuda_graph=false") == (
         "env",
         ("sim", "physics", "use_cuda_graph"),
         False,
     )
-    assert il.parse_override("agent.algorithm.learning_rate=0.001") == ("agent", ("algorithm", "learning_rate"), 0.001)
-    assert il.parse_override("agent.experiment_name=anymal") == ("agent", ("experiment_name",), "anymal")
-    assert il.parse_override("presets=newton_mjwarp,eval") == ("presets", (), ("newton_mjwarp", "eval"))
+    assert ilc.parse_override("agent.algorithm.learning_rate=0.001") == ("agent", ("algorithm", "learning_rate"), 0.001)
+    assert ilc.parse_override("agent.experiment_name=anymal") == ("agent", ("experiment_name",), "anymal")
+    assert ilc.parse_override("presets=newton_mjwarp,eval") == ("presets", (), ("newton_mjwarp", "eval"))
     for bad in ("scene.num_envs=1", "env=3", "env.scene.num_envs", "trainer.lr=1"):
         with pytest.raises(ConfigError, match="override"):
-            il.parse_override(bad)
+            ilc.parse_override(bad)
 
 
 # -- applying overrides to config objects (stand-ins with Isaac Lab 3.0's layout) ---------------------------------
@@ -125,45 +140,107 @@ class AgentCfg:
 
 
 def fake_resolve_presets(cfg: Any, selected: set[str]) -> None:
-    """Like Isaac Lab's resolve_presets for one preset node: env.sim.physics."""
-    if isinstance(cfg, EnvCfg) and "newton_mjwarp" in selected:
-        cfg.sim.physics = NewtonCfg()
+    """Like Isaac Lab's resolve_presets for one preset node, env.sim.physics (default: Newton)."""
+    if isinstance(cfg, EnvCfg):
+        cfg.sim.physics = PhysxCfg() if "physx" in selected else NewtonCfg()
 
 
 def test_apply_overrides_sets_the_config_objects_the_exported_line_names() -> None:
     env, agent = EnvCfg(), AgentCfg()
-    lines = il.overrides(1024, 48, 9, {"gpu_max_num_partitions": 16}, num_mini_batches=8)
-    il.apply_overrides(env, agent, lines, fake_resolve_presets)
+    physx = {"physics_preset": "physx", "gpu_max_num_partitions": 16}
+    lines = ilc.overrides(1024, 48, 9, physx, num_mini_batches=8)
+    ilc.apply_overrides(env, agent, lines, fake_resolve_presets)
     assert env.scene.num_envs == 1024 and env.sim.physics.gpu_max_num_partitions == 16
     assert agent.num_steps_per_env == 48 and agent.seed == 9 and agent.algorithm["num_mini_batches"] == 8
-    il.check_physics(env, "physx")
+    ilc.check_physics(env, "physx")
     with pytest.raises(ConfigError, match="physics_preset"):
-        il.check_physics(env, "newton_mjwarp")
+        ilc.check_physics(env, "newton_mjwarp")
 
     env, agent = EnvCfg(), AgentCfg()
-    knobs = {"physics_preset": "newton_mjwarp", "newton_cuda_graph": False}
-    il.apply_overrides(env, agent, il.overrides(256, None, 2, knobs), fake_resolve_presets)
+    knobs = {"newton_cuda_graph": False, "env": {"sim": {"device": "cpu"}}}
+    ilc.apply_overrides(env, agent, ilc.overrides(256, None, 2, knobs), fake_resolve_presets)
     assert isinstance(env.sim.physics, NewtonCfg) and env.sim.physics.use_cuda_graph is False
-    il.check_physics(env, "newton_mjwarp")
+    assert env.sim.device == "cpu"
+    ilc.check_physics(env, "newton_mjwarp")
 
 
 def test_apply_overrides_refuses_fields_the_task_does_not_have() -> None:
-    env = EnvCfg(sim=SimCfg(physics=NewtonCfg()))  # a task whose default physics is Newton
-    with pytest.raises(ConfigError, match="gpu_max_num_partitions"):
-        il.apply_overrides(env, AgentCfg(), il.overrides(64, 24, 1, {"gpu_max_num_partitions": 8}))
-    with pytest.raises(ConfigError, match="presets"):  # an Isaac Lab without presets cannot select one
-        il.apply_overrides(EnvCfg(), AgentCfg(), il.overrides(64, 24, 1, {"physics_preset": "newton_mjwarp"}))
+    with pytest.raises(ConfigError, match=r"no 'njmax'; fix backend_options.env"):
+        lines = ilc.overrides(64, 24, 1, {"env": {"sim": {"njmax": 200}}})
+        ilc.apply_overrides(EnvCfg(), AgentCfg(), lines, fake_resolve_presets)
 
 
 def test_kit_is_launched_only_for_physx() -> None:
-    assert il.needs_kit("physx") and not il.needs_kit("newton_mjwarp")
+    assert ilc.needs_kit("physx") and not ilc.needs_kit("newton_mjwarp")
 
 
-def test_task_ids_resolve_with_or_without_the_version_suffix() -> None:
-    assert il.resolve_task_id(FLAT, [FLAT, "Isaac-Cartpole-v0"]) == FLAT
-    assert il.resolve_task_id(FLAT, ["Isaac-Velocity-Flat-Anymal-D"]) == "Isaac-Velocity-Flat-Anymal-D"
-    with pytest.raises(ConfigError, match="Isaac-Velocity-Flat-Anymal-C-v0"):
-        il.resolve_task_id(FLAT, ["Isaac-Velocity-Flat-Anymal-C-v0", "Isaac-Cartpole-v0"])
+def test_task_ids_come_from_the_registry_and_a_2x_id_names_its_3_0_id() -> None:
+    registered = [FLAT, "Isaac-Velocity-Rough-AnymalD", "Isaac-Cartpole-Direct"]
+    assert ilc.resolve_task_id(FLAT, registered) == FLAT
+    with pytest.raises(ConfigError, match=f"2.x task id; Isaac Lab 3.0 registers it as profile={FLAT}$"):
+        ilc.resolve_task_id(OLD_FLAT, registered)
+    with pytest.raises(ConfigError, match=rf"velocity tasks: {FLAT}, Isaac-Velocity-Rough-AnymalD$"):
+        ilc.resolve_task_id("Isaac-Velocity-Flat-Spot", registered)
+    backend = get_backend("isaaclab")
+    with pytest.raises(ConfigError, match=f"registers it as {FLAT}"):  # before any Isaac Lab import
+        backend.check_profile(OLD_FLAT)
+    with pytest.raises(ConfigError, match="not an Isaac Lab task id"):
+        backend.check_profile("cpu")
+    with pytest.raises(ConfigError, match=f"registers it as {FLAT}"):
+        config.validate(config.load("anymal_d_flat", {"profile": OLD_FLAT}, has_gpu=True))
+    assert not isaac_modules_loaded()
+
+
+def test_asset_paths_walk_the_config_tree_and_missing_ones_are_listed(tmp_path) -> None:
+    root = str(tmp_path)
+
+    @dataclass
+    class Spawn:
+        usd_path: str = f"{root}/Isaac/IsaacLab/Robots/robot.usd"
+
+    @dataclass
+    class Robot:
+        spawn: Spawn = field(default_factory=Spawn)
+        actuators: dict = field(default_factory=lambda: {"legs": SimpleNamespace(), "net": {"file": f"{root}/n.pt"}})
+        names: tuple = ("https://elsewhere/x.usd",)
+        visual_material: dict = field(default_factory=lambda: {"mdl_path": f"{root}/tiles.mdl"})  # rendering only
+
+    cfg = {"scene": Robot(), "again": [Robot()], "count": 3}
+    assert ilc.asset_paths(cfg, root) == [f"{root}/Isaac/IsaacLab/Robots/robot.usd", f"{root}/n.pt"]
+    (tmp_path / "n.pt").write_bytes(b"")
+    assert ilc.missing_assets(ilc.asset_paths(cfg, root), tmp_path) == ["Isaac/IsaacLab/Robots/robot.usd"]
+
+
+def test_asset_root_is_set_before_isaac_lab_is_imported(tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv(il.ASSET_ROOT_ENV, raising=False)
+    il.use_asset_root(None)
+    assert il.ASSET_ROOT_ENV not in __import__("os").environ
+    with pytest.raises(ConfigError, match=r"asset_root=.*no such folder"):
+        il.use_asset_root(str(tmp_path / "nowhere"))
+    il.use_asset_root(str(tmp_path))
+    assert __import__("os").environ[il.ASSET_ROOT_ENV] == str(tmp_path.resolve())
+    monkeypatch.setitem(sys.modules, "isaaclab.utils.assets", SimpleNamespace(NUCLEUS_ASSET_ROOT_DIR="/elsewhere"))
+    with pytest.raises(ConfigError, match="already imported"):
+        il.use_asset_root(str(tmp_path))
+
+
+def test_physx_without_isaac_sim_is_one_line_naming_the_newton_preset(monkeypatch) -> None:
+    monkeypatch.setattr(il, "_find_spec", lambda name: None if name == "isaacsim" else object())
+    with pytest.raises(ConfigError, match="needs Isaac Sim, which is not installed; use physics_preset=newton_mjwarp"):
+        get_backend("isaaclab").preflight(FLAT, {"physics_preset": "physx"})
+
+
+def test_a_system_exit_inside_a_trial_is_a_failed_trial_not_a_dead_worker(monkeypatch) -> None:
+    from sweep.trial import run_trial
+
+    def exits(*args: Any, **kwargs: Any) -> None:
+        raise SystemExit(1)  # what Isaac Lab's app launcher does without Isaac Sim
+
+    monkeypatch.setattr(il.IsaacLab, "make_env", exits)
+    rows: list[Any] = []
+    final = run_trial(TrialConfig(backend="isaaclab", profile=FLAT, num_envs=64, eval_episodes=16), rows.append)
+    assert final.state == "failed" and "SystemExit" in final.reason and "code 1" in final.reason
+    assert rows == [final] and final.billable_s > 0
 
 
 # -- success rule -----------------------------------------------------------------------------------------------
@@ -234,7 +311,8 @@ class FakeWrapper:
 
 def fake_scene(n: int = 4) -> il._Scene:
     command = torch.tensor([[1.0, 0.0, 0.0]]).repeat(n, 1)
-    return il._Scene((FLAT, "cpu", ()), FakeWrapper(n), il.SuccessTracker(n, "cpu"), lambda: (command, command))
+    tracker = il.SuccessTracker(n, "cpu")
+    return il._Scene((FLAT, "cpu", "[]"), FakeWrapper(n), tracker, lambda: (command, command), training_seed=7)
 
 
 def test_a_view_pads_actions_and_slices_everything_it_returns() -> None:
@@ -273,6 +351,20 @@ def test_reset_with_seeds_reseeds_the_scene_with_the_panel_and_evaluate_runs_on_
     assert result.episodes == 2 and result.successes == 2  # the fake tracks its command perfectly
 
 
+def test_training_after_an_evaluation_reseeds_from_the_training_stream_once() -> None:
+    scene = fake_scene(4)
+    train, view = il.IsaacLabEnv(scene, 4, owner=True), il.IsaacLabEnv(scene, 2, owner=False)
+    train.step(torch.zeros(4, 2))
+    assert scene.wrapper.seeds == []  # no evaluation yet: nothing to undo
+    for k in (1, 2):
+        view.reset_with_seeds(panel_seeds(2))
+        view.step(torch.zeros(2, 2))  # the panel's own steps never reseed
+        train.step(torch.zeros(4, 2))
+        train.step(torch.zeros(4, 2))
+        assert scene.wrapper.seeds[-2:] == [2**31, il.training_reseed(7, k)]
+    assert len(scene.wrapper.seeds) == 4 and all(seed < 2**31 for seed in scene.wrapper.seeds[1::2])
+
+
 def test_make_env_returns_a_view_of_the_process_scene_and_only_the_owner_closes_it(monkeypatch) -> None:
     scene = fake_scene(4)
     monkeypatch.setattr(il, "_SCENE", scene)
@@ -298,7 +390,7 @@ def test_make_env_without_isaac_lab_names_the_install_step(monkeypatch) -> None:
     with pytest.raises(MissingExtraError) as info:
         get_backend("isaaclab").make_env(64, 1, "cpu", FLAT)
     assert isinstance(info.value, SweepError)
-    assert "https://isaac-sim.github.io/IsaacLab" in str(info.value) and "Isaac Lab 3.0" in str(info.value)
+    assert "pip install isaaclab==3.0.0" in str(info.value) and "Python 3.12" in str(info.value)
     assert not isaac_modules_loaded()
     assert get_backend("isaaclab").versions() == {"isaaclab": "not installed"}
 
@@ -306,8 +398,8 @@ def test_make_env_without_isaac_lab_names_the_install_step(monkeypatch) -> None:
 def test_make_env_checks_profile_and_knobs_before_importing_anything(monkeypatch) -> None:
     monkeypatch.setattr(il, "_SCENE", None)
     backend = get_backend("isaaclab")
-    with pytest.raises(ConfigError, match="unknown Isaac Lab task"):
-        backend.make_env(64, 1, "cpu", "Isaac-Velocity-Flat-Anymal-Z-v0")
+    with pytest.raises(ConfigError, match=r"2\.x task id"):
+        backend.make_env(64, 1, "cpu", OLD_FLAT)
     with pytest.raises(ConfigError, match="physics_preset"):
         backend.make_env(64, 1, "cpu", FLAT, physics_preset="bullet")
     assert not isaac_modules_loaded()
@@ -316,10 +408,10 @@ def test_make_env_checks_profile_and_knobs_before_importing_anything(monkeypatch
 def test_backend_facts_come_from_isaac_labs_velocity_env() -> None:
     backend = get_backend("isaaclab")
     profiles = backend.profiles()
-    assert {FLAT, "Isaac-Velocity-Rough-Anymal-D-v0"} <= set(profiles)
+    assert {FLAT, "Isaac-Velocity-Rough-AnymalD"} <= set(profiles)
     assert profiles[FLAT].episode_steps == 1000 and profiles[FLAT].success_threshold == 0.5
     assert backend.control_dt_s(FLAT) == pytest.approx(0.02)
-    assert set(backend.knobs) == {"gpu_max_num_partitions", "physics_preset", "newton_cuda_graph"}
+    assert set(backend.knobs) == {"gpu_max_num_partitions", "physics_preset", "newton_cuda_graph", "asset_root", "env"}
     assert TrialConfig(backend="isaaclab", profile=FLAT, num_envs=4096).validate().profile == FLAT
 
 
@@ -339,13 +431,13 @@ def test_export_keeps_declared_fields_in_agent_and_env_and_the_rest_apart() -> N
         backend_options=options,
     )
     section = get_backend("isaaclab").export_section(cfg)["isaaclab"]
-    expected = il.overrides(8192, 12, 5, options, num_mini_batches=4, num_learning_epochs=5)
+    expected = ilc.overrides(8192, 12, 5, options, num_mini_batches=4, num_learning_epochs=5)
     assert section["task"] == FLAT and section["override"] == " ".join(expected)
-    assert section["command"].endswith(f"--task={FLAT} --headless {section['override']}")
+    assert section["command"] == f"python -m isaaclab train --rl_library rsl_rl --task {FLAT} {section['override']}"
     agent = section["agent"]
-    assert set(agent) <= il.RUNNER_FIELDS and "save_interval" not in agent
-    assert set(agent["algorithm"]) <= il.ALGORITHM_FIELDS and agent["algorithm"]["class_name"] == "PPO"
-    assert set(agent["actor"]) <= il.MODEL_FIELDS and set(agent["critic"]) <= il.MODEL_FIELDS
+    assert set(agent) <= ilc.RUNNER_FIELDS and "save_interval" not in agent
+    assert set(agent["algorithm"]) <= ilc.ALGORITHM_FIELDS and agent["algorithm"]["class_name"] == "PPO"
+    assert set(agent["actor"]) <= ilc.MODEL_FIELDS and set(agent["critic"]) <= ilc.MODEL_FIELDS
     assert agent["num_steps_per_env"] == 12 and agent["seed"] == 5 and agent["algorithm"]["num_mini_batches"] == 4
     assert section["env"] == {"scene": {"num_envs": 8192}, "sim": {"physics": {"gpu_max_num_partitions": 16}}}
     extra = section["rsl_rl_only"]
@@ -358,7 +450,7 @@ def test_export_keeps_declared_fields_in_agent_and_env_and_the_rest_apart() -> N
 def test_export_without_isaac_only_knobs_sets_only_the_scene() -> None:
     cfg = TrialConfig(backend="isaaclab", profile=FLAT, num_envs=2048, num_steps_per_env=48)
     section = get_backend("isaaclab").export_section(cfg)["isaaclab"]
-    assert section["env"] == {"scene": {"num_envs": 2048}} and section["physics_preset"] == "physx"
+    assert section["env"] == {"scene": {"num_envs": 2048}} and section["physics_preset"] == "newton_mjwarp"
     assert section["rsl_rl_only"]["check_for_nan"] is True and "torch_compile_mode" not in section["rsl_rl_only"]
 
 
@@ -368,12 +460,13 @@ def test_export_without_isaac_only_knobs_sets_only_the_scene() -> None:
 def test_the_anymal_space_validates_without_isaac_lab() -> None:
     cfg = config.validate(config.load("anymal_d_flat", {}, has_gpu=True))
     assert cfg.backend == "isaaclab" and cfg.profile == FLAT
-    assert il.check_knobs(cfg.backend_options) == {"physics_preset": "physx"}
+    options = ilc.check_knobs(cfg.backend_options)
+    assert options["physics_preset"] == "newton_mjwarp" and options["asset_root"] is None
     assert min(cfg.knobs.num_envs) >= cfg.target.eval_episodes  # evaluation runs on the training scene
     assert max(cfg.knobs.num_steps_per_env) * il.CONTROL_DT_S <= cfg.constraints.max_update_period_s
     params = {**{name: values[0] for name, values in space.choices(cfg).items()}, **cfg.initial[0]}
     first = space.trial_config(params, cfg, cfg.profile, seed=1, cap_s=60.0)
-    assert first.validate().backend_options == {"physics_preset": "physx"}
+    assert first.validate().backend_options == options
     assert not isaac_modules_loaded()
 
 
@@ -382,7 +475,7 @@ def test_sweep_run_stops_before_starting_anything_without_isaac_lab(monkeypatch)
 
     monkeypatch.setattr(il, "_find_spec", lambda name: None)
     cfg = config.validate(config.load("anymal_d_flat", {}, has_gpu=True))
-    with pytest.raises(MissingExtraError, match=r"Isaac Lab 3\.0"):
+    with pytest.raises(MissingExtraError, match=r"pip install isaaclab==3\.0\.0"):
         run.resolve_runtime(cfg, has_gpu=False)
     cfg.workers.address = "auto"  # a cluster: the workers, not this driver, need Isaac Lab
     assert run.resolve_runtime(cfg, has_gpu=False)[0] == FLAT
@@ -403,23 +496,127 @@ def test_exported_agent_fields_are_declared_by_isaac_labs_config_classes() -> No
     assert set(section["agent"]["algorithm"]) <= {f.name for f in fields(RslRlPpoAlgorithmCfg)}
 
 
+@pytest.fixture(scope="module")
+def asset_root(tmp_path_factory) -> str:
+    """The stand-in asset root (tests/isaaclab_standin.py), set for this process before Isaac Lab is imported."""
+    from tests.isaaclab_standin import write_asset_root
+
+    root = str(write_asset_root(tmp_path_factory.mktemp("isaac-assets")))
+    il.use_asset_root(root)
+    return root
+
+
+#: A CPU-sized flat ANYmal: 1 s episodes (50 control steps) so that a held-out pass ends in seconds.
+CPU_OPTIONS = ("backend_options.env.episode_length_s=1.0",)
+
+
 @pytest.mark.isaaclab
 @needs_isaaclab
-def test_a_64_env_flat_anymal_honours_the_task_env_contract() -> None:
+def test_preflight_lists_every_missing_asset_before_anything_runs(tmp_path) -> None:
+    from tests.helpers import run_module
+
+    empty = tmp_path / "empty-root"
+    empty.mkdir()
+    proc = run_module(
+        "sweep.run",
+        "space=anymal_d_flat",
+        f"backend_options.asset_root={empty}",
+        f"out={tmp_path}",
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    missing = [line.split("missing: ")[1] for line in proc.stderr.splitlines() if "missing: " in line]
+    assert sorted(missing) == sorted(str(p) for p in (standin.ACTUATOR_NET, standin.GROUND, standin.ROBOT))
+    assert "Traceback" not in proc.stderr and "worker(s)" not in proc.stdout  # stopped before Ray started
+
+
+@pytest.mark.isaaclab
+@needs_isaaclab
+def test_a_flat_anymal_honours_the_task_env_contract_and_evaluates_on_the_panel(asset_root) -> None:
     backend = get_backend("isaaclab")
+    knobs = {"asset_root": asset_root, "env": {"episode_length_s": 1.0}}
+    backend.preflight(FLAT, knobs)  # every asset the task loads is under the stand-in root
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    env = backend.make_env(64, 1, device, FLAT)
-    view = backend.make_env(16, 1, device, FLAT)
+    env = backend.make_env(32, 1, device, FLAT, **knobs)
+    view = backend.make_env(16, 1, device, FLAT, **knobs)
+    unwrapped = env._scene.wrapper.unwrapped
+    seeds: list[int] = []
+    reset = unwrapped.reset
+    unwrapped.reset = lambda seed=None, **kw: (seeds.append(seed), reset(seed=seed, **kw))[1]
     try:
-        assert env.get_observations()["policy"].shape[0] == 64 and env.num_actions == 12
-        assert env.control_dt_s == pytest.approx(0.02) and env.max_episode_length == 1000
-        obs, rewards, dones, extras = env.step(torch.zeros(64, env.num_actions, device=env.device))
-        assert obs["policy"].shape[0] == 64 and rewards.shape == (64,) and dones.shape == (64,)
-        assert extras["success"].dtype == torch.bool and extras["time_outs"].shape == (64,)
-        assert view.reset_with_seeds(panel_seeds(16))["policy"].shape[0] == 16
-        _, _, dones, extras = view.step(torch.zeros(16, view.num_actions, device=view.device))
-        assert dones.shape == (16,) and extras["success"].shape == (16,)
+        assert env.get_observations()["policy"].shape == (32, 48) and env.num_actions == 12
+        assert env.control_dt_s == pytest.approx(0.02) and env.max_episode_length == 50
+        obs, rewards, dones, extras = env.step(torch.zeros(32, env.num_actions, device=env.device))
+        assert obs["policy"].shape[0] == 32 and rewards.shape == (32,) and dones.shape == (32,)
+        assert extras["success"].dtype == torch.bool and extras["time_outs"].shape == (32,)
+        assert rewards.isfinite().all()
+
+        class ZeroPolicy(torch.nn.Module):
+            def forward(self, td: TensorDict) -> torch.Tensor:
+                return torch.zeros(td.batch_size[0], 12, device=device)
+
+        result = evaluate(ZeroPolicy(), view, panel_seeds(16))
+        assert result.episodes == 16 and 0 <= result.successes <= 16
+        env.step(torch.zeros(32, env.num_actions, device=env.device))  # training resumes: reseeded from its stream
+        assert seeds == [2**31, il.training_reseed(1, 1)]
         env.synchronize()
     finally:
         view.close()
         env.close()
+
+
+@pytest.mark.isaaclab
+@needs_isaaclab
+def test_one_real_isaac_lab_trial_trains_evaluates_and_writes_its_ledger(asset_root, tmp_path) -> None:
+    from tests.helpers import run_module
+
+    proc = run_module(
+        "sweep.trial",
+        "backend=isaaclab",
+        f"profile={FLAT}",
+        "num_envs=16",
+        "num_steps_per_env=12",
+        "eval_episodes=16",
+        "eval_every_steps=24",
+        "target=1.0",
+        "cap_s=90",
+        "device=cpu",
+        f"backend_options.asset_root={asset_root}",
+        *CPU_OPTIONS,
+        f"out={tmp_path}",
+        cwd=tmp_path,
+        timeout=400,
+    )
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    rows = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
+    checkpoints = [r for r in rows if r["state"] == "running"]
+    assert checkpoints and checkpoints[0]["iteration"] >= 2 and checkpoints[0]["eval_episodes"] == 16
+    assert all(0 <= r["success"] <= 1 and r["success_lo"] <= r["success"] <= r["success_hi"] for r in checkpoints)
+    assert rows[-1]["state"] in ("capped", "reached") and rows[-1]["env_steps"] == rows[-1]["iteration"] * 16 * 12
+    assert rows[-1]["phases_s"]["eval"] > 0 and rows[-1]["billable_s"] >= sum(checkpoints[-1]["phases_s"].values()) - 1
+    assert rows[-1]["params"]["backend"] == "isaaclab" and rows[-1]["seed"] == 1
+
+
+@pytest.mark.isaaclab
+@needs_isaaclab
+def test_sweep_run_on_isaac_lab_ends_with_a_report(asset_root, tmp_path) -> None:
+    from tests.helpers import run_module
+
+    proc = run_module(
+        "sweep.run",
+        "space=anymal_d_flat",
+        f"backend_options.asset_root={asset_root}",
+        "run_id=isaac",
+        f"out={tmp_path}",
+        cwd=tmp_path,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_dir = tmp_path / "isaac"
+    rows = [json.loads(line) for line in (run_dir / "ledger.jsonl").read_text().splitlines()]
+    ends = [r for r in rows if r["state"] != "running"]
+    assert ends and all(r["params"]["backend"] == "isaaclab" for r in rows)
+    assert any(r["success"] is not None for r in rows)  # at least one held-out evaluation ran
+    assert (run_dir / "report.html").stat().st_size > 10_000
+    assert "report:" in proc.stdout

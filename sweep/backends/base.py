@@ -11,10 +11,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
+
+from sweep.errors import ConfigError
 
 
 class TaskEnv(VecEnv):
@@ -107,6 +110,15 @@ class Backend(ABC):
 
     def check_installed(self) -> None:  # noqa: B027 (optional hook: most backends need nothing)
         """Raise :class:`~sweep.errors.MissingExtraError` naming the install step if the simulator is absent."""
+
+    def check_profile(self, profile: str, key: str = "profile") -> None:
+        """Reject an unknown profile in one line listing the valid ones (no simulator import)."""
+        if profile not in self.profiles():
+            raise ConfigError(f"{key}: unknown profile '{profile}'; valid: {', '.join(self.profiles())}")
+
+    def preflight(self, profile: str, options: dict[str, Any]) -> None:
+        """Everything checkable before compute on this machine (installed, task, files); by default the install."""
+        self.check_installed()
 
     def control_dt_s(self, profile: str) -> float:
         """Seconds of simulated time per policy step for ``profile`` (used by the update-period constraint)."""

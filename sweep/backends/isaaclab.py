@@ -1,196 +1,132 @@
 """Isaac Lab 3.0 backend: an Isaac Lab velocity task wrapped for rsl-rl 5.5.1 and sweep's trial contract.
 
-A profile *is* an Isaac Lab gym task id. Only :meth:`IsaacLab.make_env` imports Isaac Lab (absent: a
-:class:`MissingExtraError` naming the install step): it turns the knobs into Hydra override strings (:func:`overrides`,
-also exported for Isaac Lab's train script), launches Kit headless only if :func:`needs_kit`, loads the task's
-``env_cfg_entry_point`` / ``rsl_rl_cfg_entry_point`` from gym's registry, resolves presets, applies the overrides
-(:func:`apply_overrides`; not ``parse_env_cfg``: in 3.0 it reads ``sys.argv``), then ``gym.make`` and the wrapper.
+A profile *is* an Isaac Lab 3.0 gym task id (``Isaac-Velocity-Flat-AnymalD``). Physics is Newton with the MuJoCo-Warp
+solver by default: no Isaac Sim, no Kit. Only :meth:`IsaacLab.make_env` and :meth:`IsaacLab.preflight` import Isaac
+Lab (absent: a :class:`MissingExtraError` naming the install step). The knobs become Hydra override strings
+(:mod:`sweep.backends.isaaclab_cfg`, also exported for Isaac Lab's trainer), applied to the configs that the task's
+``env_cfg_entry_point`` / ``rsl_rl_cfg_entry_point`` name, then ``gym.make`` and ``RslRlVecEnvWrapper``.
+
+``backend_options.asset_root`` is a local folder with the relative paths of NVIDIA's asset server; Isaac Lab reads
+``ISAACSIM_ASSET_ROOT`` once, when ``isaaclab.utils.assets`` is first imported, so it is set before any Isaac Lab
+import, in the driver (:meth:`IsaacLab.preflight`, before Ray starts: workers inherit it) and in every worker.
 
 Evaluation shares the training scene: a process hosts one Isaac Lab simulation (one stage, one physics scene), so a
 trial's second ``make_env`` (the held-out panel) is a view of the first env's first ``eval_episodes`` envs.
 ``reset_with_seeds`` reseeds Isaac Lab with the panel's first seed (``env.reset(seed=...)``) and resets every env,
-the others get zero actions meanwhile. So an evaluation steps the whole scene, the panel is fixed by (first seed,
-``num_envs``) as Isaac Lab draws every env's randomness from one generator, and training resumes from its end state.
+the others get zero actions meanwhile. So an evaluation steps the whole scene, and the panel is fixed by (first
+seed, ``num_envs``) as Isaac Lab draws every env's randomness from one generator. The first training step after an
+evaluation reseeds the scene from the training seed's stream and resets it, so no training episode ever draws from a
+held-out seed's generator (that one step acts on the evaluation's last observation).
 
 Success of a finished episode: no termination but the time-out (no fall), and per-step mean errors of the
 ``base_velocity`` command (what its ``error_vel_xy`` / ``error_vel_yaw`` metrics accumulate) below 0.5 m/s and
-0.4 rad/s, Isaac Lab 3.0's ``Metrics/success_rate`` thresholds for quadrupeds (isaac-sim/IsaacLab#5415). The sums
-are kept here: Isaac Lab zeroes its metric in the reset, before ``step`` returns. Not exercised on a real install.
+0.4 rad/s, Isaac Lab 3.0's ``Metrics/success_rate`` thresholds for quadrupeds. Isaac Lab's own metric has no
+"did not fall" condition; the sums are kept here because Isaac Lab zeroes its metric in the reset, before ``step``
+returns.
 """
 
 from __future__ import annotations
 
-import difflib
 import functools
 import importlib.util
+import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 from tensordict import TensorDict
 from torch import Tensor
 
 from sweep.backends.base import Backend, Profile, TaskEnv
+from sweep.backends.isaaclab_cfg import (
+    DEFAULT_PRESET,
+    KNOBS,
+    TASKS,
+    TRAIN_COMMAND,
+    apply_overrides,
+    asset_paths,
+    check_knobs,
+    check_physics,
+    missing_assets,
+    needs_kit,
+    overrides,
+    parse_override,
+    renamed_task,
+    resolve_task_id,
+    split_agent_config,
+)
 from sweep.errors import ConfigError, MissingExtraError
 
 INSTALL_HINT = (
-    "Isaac Lab is not installed: follow https://isaac-sim.github.io/IsaacLab (Isaac Lab 3.0 with rsl-rl-lib 5.x), "
-    "then run sweep in that Python environment"
+    "Isaac Lab is not installed: in a Python 3.12 environment run pip install isaaclab==3.0.0, then "
+    "pip install -e . 'mujoco==3.12.*' (Isaac Lab 3.0 keeps its torch and mujoco; docs/isaaclab.md) and run sweep there"
 )
 CONTROL_DT_S = 0.005 * 4  # Isaac Lab's velocity env (LocomotionVelocityRoughEnvCfg): 5 ms physics x decimation 4
 EPISODE_STEPS = 1000  # its 20 s episodes at 50 Hz
 #: Success thresholds on the episode's per-step mean tracking errors (Isaac Lab 3.0's quadruped defaults).
 MAX_ERR_XY_MPS = 0.5
 MAX_ERR_YAW_RADPS = 0.4
-#: Isaac Lab's rsl-rl train script, relative to an Isaac Lab checkout; it takes the overrides as trailing arguments.
-TRAIN_SCRIPT = "scripts/reinforcement_learning/rsl_rl/train.py"
-PHYSICS_PRESETS = ("physx", "newton_mjwarp")
-KNOBS = ("gpu_max_num_partitions", "physics_preset", "newton_cuda_graph")
-_RULE = "20 s episodes; success: no fall, mean xy error < 0.5 m/s and yaw error < 0.4 rad/s"
-TASKS = {
-    "Isaac-Velocity-Flat-Anymal-D-v0": f"ANYmal D, flat plane, velocity + heading commands, pushes, {_RULE}",
-    "Isaac-Velocity-Rough-Anymal-D-v0": f"ANYmal D, rough terrain with curriculum, same commands, {_RULE}",
-}
-#: Fields declared by isaaclab_rl.rsl_rl's config classes (rl_cfg.py); anything else goes to ``rsl_rl_only``.
-RUNNER_FIELDS = frozenset(
-    "class_name seed device num_steps_per_env max_iterations empirical_normalization obs_groups clip_actions "  # noqa: SIM905
-    "save_interval experiment_name run_name logger neptune_project wandb_project resume load_run load_checkpoint "
-    "actor critic algorithm policy".split()
-)
-ALGORITHM_FIELDS = frozenset(
-    "class_name num_learning_epochs num_mini_batches learning_rate schedule gamma lam entropy_coef desired_kl "  # noqa: SIM905
-    "max_grad_norm optimizer value_loss_coef use_clipped_value_loss clip_param normalize_advantage_per_mini_batch "
-    "share_cnn_encoders rnd_cfg symmetry_cfg".split()
-)
-MODEL_FIELDS = frozenset(
-    "class_name hidden_dims activation obs_normalization distribution_cfg stochastic init_noise_std "  # noqa: SIM905
-    "noise_std_type state_dependent_std".split()
-)
+ASSET_ROOT_ENV = "ISAACSIM_ASSET_ROOT"
 
 _find_spec = importlib.util.find_spec  # tests replace it to simulate a machine without Isaac Lab
 _APP: Any = None  # Kit's SimulationApp: launched at most once per process, never relaunched
 _SCENE: _Scene | None = None  # the one Isaac Lab env of this process
 
 
-def check_knobs(knobs: dict[str, Any]) -> dict[str, Any]:
-    """Validate the Isaac-only knobs (absent ones keep the task's defaults); errors name the key."""
-    unknown = sorted(set(knobs) - set(KNOBS))
-    if unknown:
-        raise ConfigError(f"backend_options: unknown Isaac Lab knob(s) {unknown}; valid: {', '.join(KNOBS)}")
-    preset = knobs.get("physics_preset", "physx")
-    if preset not in PHYSICS_PRESETS:
-        raise ConfigError(f"backend_options.physics_preset: must be one of {list(PHYSICS_PRESETS)} (got {preset!r})")
-    parts, graph = knobs.get("gpu_max_num_partitions"), knobs.get("newton_cuda_graph")
-    if parts is not None and (preset != "physx" or isinstance(parts, bool) or parts not in (1, 2, 4, 8, 16, 32)):
-        raise ConfigError(f"backend_options.gpu_max_num_partitions={parts!r}: PhysX only, a power of 2 in [1, 32]")
-    if graph is not None and (preset != "newton_mjwarp" or not isinstance(graph, bool)):
-        raise ConfigError(f"backend_options.newton_cuda_graph={graph!r}: true or false, with newton_mjwarp only")
-    return dict(knobs)
+def use_asset_root(root: str | None) -> None:
+    """Point Isaac Lab at a local asset root (absolute path) before it is imported; ``None`` keeps its downloads.
 
-
-def needs_kit(physics_preset: str) -> bool:
-    """Whether the task must run inside Kit: PhysX does (Isaac Sim); the Newton MJWarp preset runs kit-less."""
-    return physics_preset != "newton_mjwarp"
-
-
-def overrides(num_envs: int, num_steps_per_env: int | None, seed: int, knobs: dict[str, Any], **ppo: int) -> list[str]:
-    """Hydra overrides (``presets=``, ``env.*``, ``agent.*``) for Isaac Lab 3.0's train script; ``None`` is omitted.
-
-    ``ppo``: ``num_mini_batches`` / ``num_learning_epochs`` (``agent.algorithm.*``). The preset comes first: it
-    replaces a whole config section before scalars land in it. ``agent.seed`` suffices: the train script copies it.
+    Isaac Lab reads the variable once; a process that already imported it with another root cannot switch.
     """
-    knobs = check_knobs(knobs)
-    values = {
-        "env.scene.num_envs": num_envs,
-        "env.sim.physics.gpu_max_num_partitions": knobs.get("gpu_max_num_partitions"),
-        "env.sim.physics.use_cuda_graph": knobs.get("newton_cuda_graph"),
-        "agent.num_steps_per_env": num_steps_per_env,
-        **{f"agent.algorithm.{name}": value for name, value in ppo.items()},
-        "agent.seed": seed,
-    }
-    head = ["presets=newton_mjwarp"] if knobs.get("physics_preset") == "newton_mjwarp" else []
-    return head + [f"{key}={str(value).lower()}" for key, value in values.items() if value is not None]  # true/false
+    if root is None:
+        return
+    path = Path(root).expanduser().resolve()
+    if not path.is_dir():
+        raise ConfigError(f"backend_options.asset_root={root}: no such folder; give the local asset root or null")
+    loaded = sys.modules.get("isaaclab.utils.assets")
+    if loaded is not None and getattr(loaded, "NUCLEUS_ASSET_ROOT_DIR", None) != str(path):
+        raise ConfigError(
+            f"backend_options.asset_root={root}: Isaac Lab was already imported in this process with the root "
+            f"{getattr(loaded, 'NUCLEUS_ASSET_ROOT_DIR', None)}; set {ASSET_ROOT_ENV} before starting Python"
+        )
+    os.environ[ASSET_ROOT_ENV] = str(path)
 
 
-def parse_override(line: str) -> tuple[str, tuple[str, ...], Any]:
-    """``"env.scene.num_envs=4096"`` -> ``("env", ("scene", "num_envs"), 4096)``; ``presets=a,b`` -> the names."""
-    key, sep, raw = line.partition("=")
-    root, *path = key.split(".")
-    if key == "presets" and sep:
-        return "presets", (), tuple(raw.split(","))
-    if not sep or root not in ("env", "agent") or not path:
-        raise ConfigError(f"override '{line}': expected env.<path>=value, agent.<path>=value or presets=<names>")
-    return root, tuple(path), yaml.safe_load(raw)  # Hydra's scalars read as YAML's: 4096, 0.5, true, null, text
+def _check_preset(preset: str) -> None:
+    """PhysX needs Isaac Sim (Kit); say so in one line instead of letting Kit exit the process."""
+    if needs_kit(preset) and _find_spec("isaacsim") is None:
+        raise ConfigError(
+            f"backend_options.physics_preset={preset}: needs Isaac Sim, which is not installed; use "
+            f"physics_preset={DEFAULT_PRESET} (Newton, no Isaac Sim)"
+        )
 
 
-def apply_overrides(env_cfg: Any, agent_cfg: Any, lines: Iterable[str], resolve: Callable | None = None) -> None:
-    """Apply override strings to Isaac Lab config objects in place: presets first, then each scalar.
+def _task_configs(task: str, lines: list[str]) -> tuple[str, Any, Any]:
+    """(registered id, env cfg, agent cfg) with ``lines`` applied; imports Isaac Lab's task registry."""
+    import gymnasium as gym
+    import isaaclab_tasks  # noqa: F401  (registers the tasks in gym's registry)
+    from isaaclab_tasks.utils import load_cfg_from_registry, resolve_presets
 
-    ``resolve`` is ``isaaclab_tasks.utils.resolve_presets`` (3.0); it runs even with no preset selected, because a
-    3.0 config keeps its ``PresetCfg`` nodes until they are resolved to their defaults.
-    """
-    roots = {"env": env_cfg, "agent": agent_cfg}
-    parsed = [(line, *parse_override(line)) for line in lines]
-    selected = {name for _, root, _, names in parsed if root == "presets" for name in names}
-    if resolve is not None:
-        for cfg in roots.values():
-            resolve(cfg, selected)
-    elif selected:
-        raise ConfigError(f"presets={','.join(sorted(selected))}: this Isaac Lab has no presets; use Isaac Lab 3.0")
-    for line, root, path, value in parsed:
-        if root == "presets":
-            continue
-        node = roots[root]
-        for i, name in enumerate(path):
-            is_dict = isinstance(node, dict)
-            if not (name in node if is_dict else hasattr(node, name)):
-                raise ConfigError(f"override {line}: {type(node).__name__} has no '{name}'; fix backend_options")
-            if i < len(path) - 1:
-                node = node[name] if is_dict else getattr(node, name)
-            elif is_dict:
-                node[name] = value
-            else:
-                setattr(node, name, value)
+    task = resolve_task_id(task, gym.registry.keys())
+    env_cfg = load_cfg_from_registry(task, "env_cfg_entry_point")
+    agent_cfg = load_cfg_from_registry(task, "rsl_rl_cfg_entry_point")
+    apply_overrides(env_cfg, agent_cfg, lines, resolve_presets)
+    return task, env_cfg, agent_cfg
 
 
-def check_physics(env_cfg: Any, physics_preset: str) -> None:
-    """Refuse to run a physics backend other than the one asked for (a task without that preset)."""
-    physics = getattr(getattr(env_cfg, "sim", None), "physics", None)
-    if physics is None and physics_preset == "physx":
-        return  # Isaac Lab 2.x: PhysX is the only backend; its settings live in sim.physx
-    if ("newton" if physics_preset == "newton_mjwarp" else "physx") not in type(physics).__name__.lower():
-        raise ConfigError(f"backend_options.physics_preset={physics_preset}: the task has {type(physics).__name__}")
+def needed_assets(env_cfg: Any) -> list[str]:
+    """Files under the asset root that the task loads: every path in its config, plus the plane terrain's ground."""
+    from isaaclab.sim import GroundPlaneCfg
+    from isaaclab.utils.assets import NUCLEUS_ASSET_ROOT_DIR
 
-
-def resolve_task_id(task: str, registered: Iterable[str]) -> str:
-    """The registered gym id for ``task``: as given, else without ``-v0``; otherwise an error listing close ids."""
-    names = set(registered)
-    for candidate in (task, task.removesuffix("-v0")):
-        if candidate in names:
-            return candidate
-    close = difflib.get_close_matches(task, sorted(names), n=3)
-    raise ConfigError(f"profile={task}: not in gym's registry after importing isaaclab_tasks; close ids: {close}")
-
-
-def split_agent_config(train_cfg: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """sweep's rsl-rl config -> (what Isaac Lab's config classes declare, the rest keyed by dotted path)."""
-    declared: dict[str, Any] = {}
-    extra: dict[str, Any] = {}
-    for key, value in train_cfg.items():
-        allowed = {"algorithm": ALGORITHM_FIELDS, "actor": MODEL_FIELDS, "critic": MODEL_FIELDS}.get(key)
-        if allowed is not None:
-            declared[key] = {k: v for k, v in value.items() if k in allowed}
-            extra.update({f"{key}.{k}": v for k, v in value.items() if k not in allowed})
-        elif key != "save_interval":  # sweep never saves through the runner: meaningless to Isaac Lab
-            (declared if key in RUNNER_FIELDS else extra)[key] = value
-    algorithm = declared.get("algorithm", {})
-    if algorithm.get("class_name", "PPO") != "PPO":  # sweep's FastPPO; Isaac Lab's runner builds rsl-rl's PPO
-        extra["algorithm.class_name"] = algorithm["class_name"]
-        algorithm["class_name"] = "PPO"
-    return declared, extra
+    paths = asset_paths(env_cfg, NUCLEUS_ASSET_ROOT_DIR)
+    terrain = getattr(env_cfg.scene, "terrain", None)
+    if getattr(terrain, "terrain_type", None) == "plane":  # the terrain importer spawns a default ground plane
+        paths.append(GroundPlaneCfg().usd_path)
+    return sorted(set(paths))
 
 
 class SuccessTracker:
@@ -229,6 +165,16 @@ class _Scene:
     tracker: SuccessTracker
     measure: Callable[[], tuple[Tensor, Tensor]]
     """(command, base velocity) now, (num_envs, 3) each: vx, vy (m/s), yaw rate (rad/s), base frame."""
+    training_seed: int = 0
+    """Seed of the trial's training stream; reseeds after an evaluation derive from it."""
+    evaluated: int = 0
+    """Evaluations so far; the training stream is reseeded once after each."""
+    reseeded: int = 0
+
+
+def training_reseed(seed: int, k: int) -> int:
+    """The k-th reseed of a trial's training stream (k >= 1): below 2**31, so never a held-out panel seed."""
+    return (seed * 1_000_003 + k) % 2**31
 
 
 class IsaacLabEnv(TaskEnv):
@@ -249,11 +195,16 @@ class IsaacLabEnv(TaskEnv):
 
     def step(self, actions: Tensor) -> tuple[TensorDict, Tensor, Tensor, dict]:
         """One control step (0.02 s) of the whole scene; a view pads the other envs' actions with zeros."""
+        scene = self._scene
+        if self._owner and scene.reseeded < scene.evaluated:  # training resumes after a held-out pass
+            scene.reseeded = scene.evaluated
+            scene.wrapper.unwrapped.reset(seed=training_reseed(scene.training_seed, scene.reseeded))
+            scene.tracker.reset()
         if self.num_envs < self._full:
             actions = torch.cat([actions, actions.new_zeros(self._full - self.num_envs, self.num_actions)])
-        obs, rewards, dones, extras = self._scene.wrapper.step(actions)
-        env = self._scene.wrapper.unwrapped
-        success = self._scene.tracker.update(*self._scene.measure(), dones, env.reset_terminated)
+        obs, rewards, dones, extras = scene.wrapper.step(actions)
+        env = scene.wrapper.unwrapped
+        success = scene.tracker.update(*scene.measure(), dones, env.reset_terminated)
         time_outs = extras.get("time_outs", env.reset_time_outs)
         extras = {**extras, "time_outs": self._head(time_outs), "success": self._head(success)}
         return self._head(obs), self._head(rewards), self._head(dones), extras
@@ -273,6 +224,7 @@ class IsaacLabEnv(TaskEnv):
             raise ValueError(f"reset_with_seeds needs {self.num_envs} seeds, got {len(seeds)}")
         self._scene.wrapper.unwrapped.reset(seed=int(seeds[0]))
         self._scene.tracker.reset()
+        self._scene.evaluated += 1
         return self.get_observations()
 
     def synchronize(self) -> None:
@@ -293,6 +245,7 @@ def _launch_kit_if_needed(physics_preset: str, device: str) -> None:
     global _APP
     if _APP is not None or not needs_kit(physics_preset):
         return
+    _check_preset(physics_preset)
     if "isaaclab_tasks" in sys.modules:  # a kit-less trial imported them, and Kit must start first
         raise ConfigError("backend_options.physics_preset: physx after newton_mjwarp in one process; use separate runs")
     from isaaclab.app import AppLauncher
@@ -300,33 +253,43 @@ def _launch_kit_if_needed(physics_preset: str, device: str) -> None:
     _APP = AppLauncher(headless=True, device=device).app
 
 
-def _build_scene(key: tuple[Any, ...], task: str, num_envs: int, seed: int, device: str, knobs: dict) -> _Scene:
-    """Resolve the task's configs, apply the overrides, build and wrap the env (the only place importing Isaac Lab)."""
-    IsaacLab.check_installed()
-    preset = knobs.get("physics_preset", "physx")
-    _launch_kit_if_needed(preset, device)
-    import gymnasium as gym
-    import isaaclab_tasks  # noqa: F401  (registers the tasks in gym's registry)
+def _torch_view(array: Any) -> Tensor:
+    """A torch view of an Isaac Lab 3.0 data array (a ``ProxyArray`` or a plain warp array), no copy."""
+    if hasattr(array, "torch"):
+        return array.torch
     import warp as wp
-    from isaaclab_rl.rsl_rl import RslRlVecEnvWrapper
 
-    utils = importlib.import_module("isaaclab_tasks.utils")
-    task = resolve_task_id(task, gym.registry.keys())
-    env_cfg = utils.load_cfg_from_registry(task, "env_cfg_entry_point")
-    agent_cfg = utils.load_cfg_from_registry(task, "rsl_rl_cfg_entry_point")
-    resolve = getattr(utils, "resolve_presets", None)  # Isaac Lab 2.x has no presets
-    apply_overrides(env_cfg, agent_cfg, overrides(num_envs, None, seed, knobs), resolve)
-    check_physics(env_cfg, preset)
-    env_cfg.seed, env_cfg.sim.device = seed, device
-    wrapper = RslRlVecEnvWrapper(gym.make(task, cfg=env_cfg), clip_actions=getattr(agent_cfg, "clip_actions", None))
+    return wp.to_torch(array)
+
+
+def _build_scene(key: tuple[Any, ...], task: str, num_envs: int, seed: int, device: str, knobs: dict) -> _Scene:
+    """Resolve the task's configs, apply the overrides, build and wrap the env (the only place building Isaac Lab).
+
+    Isaac Lab and Kit end the process on some failures (``SystemExit``); that becomes an error naming the step, so
+    the trial ends ``failed`` with its seconds billed and the worker lives on.
+    """
+    IsaacLab.check_installed()
+    use_asset_root(knobs.get("asset_root"))
+    preset = knobs.get("physics_preset", DEFAULT_PRESET)
+    try:
+        _launch_kit_if_needed(preset, device)
+        import gymnasium as gym
+        from isaaclab_rl.rsl_rl import RslRlVecEnvWrapper
+
+        task, env_cfg, agent_cfg = _task_configs(task, overrides(num_envs, None, seed, knobs))
+        check_physics(env_cfg, preset)
+        env_cfg.seed, env_cfg.sim.device = seed, device
+        wrapper = RslRlVecEnvWrapper(gym.make(task, cfg=env_cfg), clip_actions=getattr(agent_cfg, "clip_actions", None))
+    except SystemExit as exc:
+        raise RuntimeError(f"Isaac Lab exited (SystemExit {exc.code}) while building {task} with {preset}") from None
     term = wrapper.unwrapped.command_manager.get_term("base_velocity")
     data = wrapper.unwrapped.scene[term.cfg.asset_name].data
 
-    def measure() -> tuple[Tensor, Tensor]:  # 3.0 asset data are warp arrays: torch views, no copy
-        lin, ang = wp.to_torch(data.root_lin_vel_b), wp.to_torch(data.root_ang_vel_b)
+    def measure() -> tuple[Tensor, Tensor]:
+        lin, ang = _torch_view(data.root_lin_vel_b), _torch_view(data.root_ang_vel_b)
         return term.command, torch.cat([lin[:, :2], ang[:, 2:3]], dim=1)
 
-    return _Scene(key, wrapper, SuccessTracker(num_envs, wrapper.device), measure)
+    return _Scene(key, wrapper, SuccessTracker(num_envs, wrapper.device), measure, training_seed=seed)
 
 
 class IsaacLab(Backend):
@@ -340,16 +303,45 @@ class IsaacLab(Backend):
     knobs = KNOBS
 
     def profiles(self) -> dict[str, Profile]:
-        """Isaac Lab task ids; each is a velocity env: 20 s episodes at 50 Hz = 1000 control steps."""
+        """Isaac Lab 3.0 task ids; each is a velocity env: 20 s episodes at 50 Hz = 1000 control steps."""
         return {name: Profile(name, EPISODE_STEPS, MAX_ERR_XY_MPS, text) for name, text in TASKS.items()}
+
+    def check_profile(self, profile: str, key: str = "profile") -> None:
+        """A 2.x id names its 3.0 id; other ids are checked against Isaac Lab's registry by :meth:`preflight`."""
+        new = renamed_task(profile, TASKS)
+        if new is not None:
+            raise ConfigError(f"{key}={profile}: an Isaac Lab 2.x task id; Isaac Lab 3.0 registers it as {new}")
+        if profile not in TASKS and not profile.startswith("Isaac-"):
+            raise ConfigError(f"{key}: '{profile}' is not an Isaac Lab task id; e.g. {', '.join(TASKS)}")
+
+    def preflight(self, profile: str, options: dict[str, Any]) -> None:
+        """Before any compute: Isaac Lab importable, preset runnable, task registered, every asset file present.
+
+        Sets ``ISAACSIM_ASSET_ROOT`` for this process and the workers it starts. Missing assets are one line each.
+        """
+        self.check_installed()
+        knobs = check_knobs({k: v for k, v in options.items() if k in KNOBS})
+        use_asset_root(knobs.get("asset_root"))
+        _check_preset(knobs.get("physics_preset", DEFAULT_PRESET))
+        if needs_kit(knobs.get("physics_preset", DEFAULT_PRESET)):
+            return  # a task's config cannot be loaded before Kit starts, and Kit starts in the workers only
+        _, env_cfg, _ = _task_configs(profile, overrides(1, None, 0, knobs))
+        root = knobs.get("asset_root")
+        if root is not None:
+            missing = missing_assets(needed_assets(env_cfg), Path(os.environ[ASSET_ROOT_ENV]))
+            if missing:
+                lines = "\n".join(f"  missing: {path}" for path in missing)
+                raise ConfigError(
+                    f"backend_options.asset_root={root}: {len(missing)} file(s) the task {profile} loads are not "
+                    f"there:\n{lines}\nput them under the root (same relative paths as Isaac Lab's asset server)"
+                )
 
     def make_env(self, num_envs: int, seed: int, device: str, profile: str, **knobs: object) -> IsaacLabEnv:
         """The training env (a process's first call) or a view of it (later calls); knobs from ``backend_options``."""
         global _SCENE
-        if profile not in TASKS:
-            raise ConfigError(f"profile: unknown Isaac Lab task '{profile}'; valid: {', '.join(TASKS)}")
+        self.check_profile(profile)
         knobs = check_knobs(dict(knobs))
-        key = (profile, device, tuple(sorted(knobs.items())))
+        key = (profile, device, repr(sorted(knobs.items())))
         if _SCENE is None:
             _SCENE = _build_scene(key, profile, num_envs, seed, device, knobs)
             return IsaacLabEnv(_SCENE, num_envs, owner=True)
@@ -371,13 +363,14 @@ class IsaacLab(Backend):
         return CONTROL_DT_S
 
     def versions(self) -> dict[str, str]:
-        """isaaclab / isaacsim versions when importable, else ``{"isaaclab": "not installed"}``."""
+        """isaaclab / newton / isaacsim versions when importable, else ``{"isaaclab": "not installed"}``."""
         from importlib.metadata import distributions
 
         if _find_spec("isaaclab") is None:
             return {"isaaclab": "not installed"}
         found = {(d.metadata["Name"] or "").lower(): d.version for d in distributions()}
-        return {name: found.get(name, "unknown") for name in ("isaaclab", "isaacsim") if _find_spec(name) is not None}
+        names = ("isaaclab", "newton", "mujoco-warp", "warp-lang", "isaacsim")
+        return {name: found[name] for name in names if name in found}
 
     def export_section(self, cfg: Any) -> dict[str, Any]:
         """recommended.yaml's ``isaaclab`` section: task, override line, declared-only agent/env, the rest apart."""
@@ -396,6 +389,8 @@ class IsaacLab(Backend):
             if root == "env":
                 functools.reduce(lambda node, name: node.setdefault(name, {}), path[:-1], env)[path[-1]] = value
         line = " ".join(lines)
-        section = {"task": cfg.profile, "physics_preset": knobs.get("physics_preset", "physx"), "override": line}
-        section["command"] = f"python {TRAIN_SCRIPT} --task={cfg.profile} --headless {line}"
+        section = {"task": cfg.profile, "physics_preset": knobs.get("physics_preset", DEFAULT_PRESET), "override": line}
+        section["command"] = f"{TRAIN_COMMAND} --task {cfg.profile} {line}"
+        if knobs.get("asset_root"):
+            section["asset_root"] = knobs["asset_root"]  # ISAACSIM_ASSET_ROOT for the trainer, as the trials had
         return {"isaaclab": {**section, "agent": agent, "env": env, "rsl_rl_only": rsl_rl_only}}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -32,6 +33,9 @@ from sweep.backends.mjx_task import (
     train_keys,
 )
 from sweep.errors import ConfigError, require
+
+#: The mujoco / mujoco-mjx release (major.minor) this task was calibrated and tested with.
+TESTED_MUJOCO = "3.17"
 
 
 @dataclass(frozen=True)
@@ -264,10 +268,34 @@ class MjxLocomotion(Backend):
     def control_dt_s(self, profile: str) -> float:
         return PHYSICS_DT_S * SUBSTEPS
 
+    def preflight(self, profile: str, options: dict[str, Any]) -> None:
+        """Say once, on stderr, when the installed mujoco is not the tested one (the task may train differently)."""
+        note = untested_mujoco()
+        if note:
+            print(f"sweep: warning: {note}", file=sys.stderr, flush=True)
+
     def versions(self) -> dict[str, str]:
         from importlib.metadata import version
 
         return {name: version(name) for name in ("mujoco", "mujoco-mjx", "jax")}
+
+
+def untested_mujoco() -> str | None:
+    """A one-line note when mujoco / mujoco-mjx are not the release this task was calibrated and tested with."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = {name: version(name) for name in ("mujoco", "mujoco-mjx")}
+    except PackageNotFoundError:
+        return None  # make_env names the install step
+    off = {name: v for name, v in found.items() if not v.startswith(TESTED_MUJOCO + ".")}
+    if not off:
+        return None
+    have = ", ".join(f"{name} {v}" for name, v in off.items())
+    return (
+        f"{have} installed; backend mjx_locomotion was tested with {TESTED_MUJOCO}.x (its task and calibration may "
+        f"differ): pip install mujoco=={TESTED_MUJOCO}.0 mujoco-mjx=={TESTED_MUJOCO}.0"
+    )
 
 
 def with_overrides(profile: str, **fields: Any) -> TaskParams:
