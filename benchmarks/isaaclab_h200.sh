@@ -34,7 +34,7 @@ prepare)
   rm -rf "$PAY" /tmp/site && mkdir -p /tmp/site
   cat /tmp/parts/h200pay.tar.part.* | tar -x -C /tmp || exit 4
   (cd "$PAY" && sha256sum -c SHA256SUMS >/dev/null && cd whl && sha256sum -c ../WHEELSUMS >/dev/null) || exit 5
-  cat "$PAY"/isaac.tar.xz.part.* | xz -d -T0 | tar -x -C /tmp/site || exit 6
+  cat "$PAY"/isaac.tar.xz.part.* | python3 -c "import sys, tarfile; tarfile.open(fileobj=sys.stdin.buffer, mode='r|xz').extractall('/tmp/site')" || exit 6
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$PAY"/whl/*.whl || exit 7
   echo "=== unpacked and installed at $(el)s"
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
