@@ -19,7 +19,6 @@ python -m pip install -q --no-deps --ignore-requires-python isaaclab==3.0.0 warp
   mujoco==3.12.0 mujoco-warp==3.12.0 usd-exchange==3.0.1 newton-usd-schemas==0.6.0 mujoco-usd-converter==0.8.0
 python -m pip install -q -c "$venv/constraints.txt" gymnasium==1.4.0 hydra-core==1.3.8 prettytable trimesh \
   gitpython glfw absl-py 'etils[epath]' pyopengl psutil lazy_loader numpy-stl "tinyobjloader==2.0.0rc13"
-
 python -m pip install -q -c "$venv/constraints.txt" -e '.[dev]'
 python - <<'PY'
 from importlib.metadata import version

@@ -82,3 +82,16 @@ def test_unknown_profile_is_a_config_error() -> None:
 def test_unknown_backend_lists_valid_names() -> None:
     with pytest.raises(ConfigError, match="mjx_locomotion"):
         get_backend("bullet")
+
+
+def test_an_untested_mujoco_is_named_once_on_stderr(monkeypatch, capsys) -> None:
+    import importlib.metadata
+
+    backend = get_backend("mjx_locomotion")
+    backend.preflight("cpu", {})  # the tested release: nothing said
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "3.12.0")
+    backend.preflight("cpu", {})
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "mujoco 3.12.0, mujoco-mjx 3.12.0 installed" in err
+    assert "tested with 3.17.x" in err and "pip install mujoco==3.17.0 mujoco-mjx==3.17.0" in err
