@@ -6,8 +6,8 @@
 #
 #   bash benchmarks/isaaclab_h200.sh copy .h200pN   calls 1-3: keep a part in /tmp/parts
 #   bash benchmarks/isaaclab_h200.sh prepare         call 4: unpack, install, then a calibration trial (cold Warp
-#                                                   cache; 4096 x 24, every flag) whose ledger sets the target
-#   bash benchmarks/isaaclab_h200.sh sweep          call 5: the sweep
+#                                                   cache; 4096 x 24, every flag) whose curve tells the target
+#   bash benchmarks/isaaclab_h200.sh sweep TARGET   call 5: the sweep to held-out success TARGET
 #   bash benchmarks/isaaclab_h200.sh train          call 6: the sweep's override line in Isaac Lab's own trainer
 # Everything prints to stdout; what comes back is under $OUT.
 set -uo pipefail
@@ -47,10 +47,9 @@ prepare)
     price.gpu=h200 run_id=calibration out=/tmp/calib 2>&1 | tee "$OUT/calibration.log"
   echo "=== calibration rc=$? at $(el)s"
   cp /tmp/calib/ledger.jsonl "$OUT/calibration_ledger.jsonl"
-  python3 benchmarks/isaaclab_target.py --within-s 90 /tmp/calib/ledger.jsonl | tee /tmp/calib/target
   ;;
 sweep)
-  target=$(cat /tmp/calib/target 2>/dev/null) || { echo "no calibration: run prepare first"; exit 3; }
+  target=${2:?usage: $0 sweep TARGET (a held-out success the calibration reached in about 2 minutes of training)}
   rm -rf /tmp/reports
   echo "=== sweep, target $target, at $(el)s"
   timeout 575 python3 -m sweep.run space=anymal_d_flat "${TASK_OPTS[@]}" target.success="$target" \
@@ -61,8 +60,8 @@ sweep)
   ;;
 train)
   run=/tmp/reports/isaaclab_h200
-  line=$(python3 -c "import yaml,sys; print(yaml.safe_load(open('$run/recommended.yaml'))['isaaclab']['override'])" \
-    2>/dev/null) || line=$(python3 benchmarks/isaaclab_target.py --override "$run")
+  line=$(python3 -c "import yaml; print(yaml.safe_load(open('$run/recommended.yaml'))['isaaclab']['override'])") ||
+    { echo "no recommended.yaml in $run: no trial reached the target"; exit 3; }
   echo "=== Isaac Lab's trainer with the exported override line at $(el)s: $line"
   mkdir -p /tmp/train && cd /tmp/train
   # shellcheck disable=SC2086  # the override line is a list of words
@@ -75,6 +74,6 @@ train)
   ls -la "$OUT"
   ;;
 *)
-  echo "usage: $0 copy DIR | prepare | sweep | train"; exit 2
+  echo "usage: $0 copy DIR | prepare | sweep TARGET | train"; exit 2
   ;;
 esac
