@@ -199,6 +199,13 @@ def main() -> None:
         p.add_argument("--out", required=True)
     args = parser.parse_args()
     if args.cmd == "grid":
+        from sweep.errors import ConfigError
+        from sweep.evaluation import check_training_seed
+
+        try:  # before anything is written or run
+            [check_training_seed(int(s), key="--seeds") for s in args.seeds.split(",")]
+        except (ConfigError, ValueError) as exc:
+            parser.error(str(exc))
         rows = grid(args)
     else:
         from sweep.ledger import read_rows

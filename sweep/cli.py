@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -21,6 +22,8 @@ def parse_overrides(argv: Sequence[str]) -> dict[str, Any]:
         if "=" not in arg or arg.startswith("="):
             raise SweepError(f"argument '{arg}': expected key=value (for example num_envs=256)")
         key, raw = arg.split("=", 1)
+        if key.strip() in out:
+            raise SweepError(f"command line: {key.strip()} is given twice; keep one {key.strip()}=... argument")
         try:
             out[key.strip()] = yaml.safe_load(raw) if raw != "" else ""
         except yaml.YAMLError:
@@ -37,6 +40,28 @@ def run_main(main: Callable[[list[str]], int | None], argv: Sequence[str] | None
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        safe_print("interrupted", file=sys.stderr)
         sys.exit(130)
+    except BrokenPipeError:  # the reader of our output went away (`| head`, a closed `| tee`)
+        quiet_stdout()
+        sys.exit(1)
     sys.exit(code or 0)
+
+
+def quiet_stdout() -> None:
+    """Point stdout and stderr at /dev/null once their reader is gone, so later prints (and the interpreter's
+    flush at exit) cannot raise; what the run writes to its folder is unaffected."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(devnull, stream.fileno())
+
+
+def safe_print(*args: Any, **kwargs: Any) -> None:
+    """``print`` that survives a closed pipe (``| tee`` killed by the same Ctrl-C): the text is dropped."""
+    try:
+        print(*args, **kwargs)
+    except (BrokenPipeError, OSError):
+        quiet_stdout()

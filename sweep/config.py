@@ -8,6 +8,7 @@ its top level depending on the machine, so one file gives sensible defaults on b
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -279,6 +280,7 @@ def load(space: str, overrides: dict[str, Any], has_gpu: bool) -> RunConfig:
     merged = merge(_as_dict(base), cli)
     cfg = build(merged, "command line", has_gpu)
     cfg.space = str(path)
+    cfg._cli_keys = tuple(overrides)  # not a field: validate() names the command line for these keys
     return cfg
 
 
@@ -315,7 +317,25 @@ def drop_unfit_initial(cfg: RunConfig) -> list[str]:
 
 
 def validate(cfg: RunConfig) -> RunConfig:
-    """Check values, names and constraints (not only types); errors name the space file and key."""
+    """Check values, names and constraints (not only types); errors name the key and where its value came from:
+    the command line for a key given there (see :func:`load`), else the space file."""
+    try:
+        return _validate(cfg)
+    except ConfigError as exc:
+        text = str(exc)
+        found = re.match(rf"{re.escape(cfg.space)}: ([\w.]+)", text)
+        cli = getattr(cfg, "_cli_keys", ())
+        if found and any(_related(found.group(1), key) for key in cli):
+            raise ConfigError("command line: " + text[len(cfg.space) + 2 :]) from None
+        raise
+
+
+def _related(a: str, b: str) -> bool:
+    """Whether dotted keys ``a`` and ``b`` are the same or one contains the other (``knobs`` / ``knobs.num_envs``)."""
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+def _validate(cfg: RunConfig) -> RunConfig:
     from sweep import perf
     from sweep.backends import get_backend
 
@@ -355,6 +375,15 @@ def validate(cfg: RunConfig) -> RunConfig:
         raise ConfigError(f"{where}: target.success: must be in (0, 1] (got {cfg.target.success})")
     if not 0 < cfg.constraints.memory_share <= 1:
         raise ConfigError(f"{where}: constraints.memory_share: must be in (0, 1] (got {cfg.constraints.memory_share})")
+    from sweep.evaluation import EVAL_SEED_BASE, check_training_seed
+
+    check_training_seed(cfg.seeds.training, key=f"{where}: seeds.training")
+    if cfg.seeds.training + cfg.budget.max_trials > EVAL_SEED_BASE:
+        raise ConfigError(
+            f"{where}: seeds.training: trial k trains with seeds.training + k, so {cfg.seeds.training} + "
+            f"budget.max_trials ({cfg.budget.max_trials}) would reach the held-out seeds (from {EVAL_SEED_BASE}); "
+            f"use a seed below {EVAL_SEED_BASE - cfg.budget.max_trials}"
+        )
     if cfg.workers.num < 0:
         raise ConfigError(f"{where}: workers.num: must be >= 0 (got {cfg.workers.num})")
     from sweep.scheduler import RESERVE_MARGIN

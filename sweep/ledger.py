@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
-import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -120,6 +120,9 @@ class LedgerWriter:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        note = repair(self.path)
+        if note:
+            print(f"sweep: {note}", file=sys.stderr, flush=True)
         self._file = open(self.path, "a+b")  # noqa: SIM115 (kept open for the run)
         self._file.seek(0, os.SEEK_END)
         if self._file.tell() > 0:  # a torn last line (power cut) must not swallow the next row
@@ -144,26 +147,46 @@ class LedgerWriter:
         self.close()
 
 
+def _parse(line: str) -> dict | None:
+    """A ledger row, or None for a torn, corrupt or foreign line."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return row if isinstance(row, dict) and "trial" in row and "billable_s" in row else None
+
+
 def read_rows(path: str | Path) -> list[dict]:
-    """All rows of a ledger file; a torn or corrupt line is skipped with a warning, never raised."""
-    rows: list[dict] = []
+    """All rows of a ledger file; a torn or corrupt line is skipped (:func:`repair` moves it aside), never raised."""
     path = Path(path)
     if not path.exists():
-        return rows
+        return []
     with open(path, encoding="utf-8", errors="replace") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                warnings.warn(f"{path}:{number}: skipped a torn or corrupt ledger line", stacklevel=2)
-                continue
-            if isinstance(row, dict) and "trial" in row and "billable_s" in row:
-                rows.append(row)
-            else:
-                warnings.warn(f"{path}:{number}: skipped a line that is not a ledger row", stacklevel=2)
-    return rows
+        return [row for line in f if line.strip() and (row := _parse(line)) is not None]
+
+
+def repair(path: str | Path) -> str | None:
+    """Move the ledger's torn or corrupt lines to ``<ledger>.torn`` (kept, appended) and rewrite the ledger without
+    them, atomically; returns one line saying so, or None when every line is a row. No row is lost."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    with open(path, encoding="utf-8", errors="replace") as f:
+        lines = [line if line.endswith("\n") else line + "\n" for line in f if line.strip()]
+    bad = [number for number, line in enumerate(lines, 1) if _parse(line) is None]
+    if not bad:
+        return None
+    torn = path.with_name(path.name + ".torn")
+    with open(torn, "a", encoding="utf-8") as f:
+        f.writelines(lines[n - 1] for n in bad)
+    tmp, skip = path.with_name(path.name + ".tmp"), set(bad)
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.writelines(line for n, line in enumerate(lines, 1) if n not in skip)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    where = ", ".join(map(str, bad))
+    return f"{path}: moved {len(bad)} torn line(s) (line {where}; a crash mid-write) to {torn}; every row is kept"
 
 
 def last_rows(rows: Iterable[dict]) -> dict[int, dict]:

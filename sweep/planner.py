@@ -24,6 +24,7 @@ from typing import Any
 
 from sweep import space
 from sweep.config import RunConfig
+from sweep.evaluation import EVAL_SEED_BASE
 from sweep.ledger import LedgerWriter, Row, end_label, last_rows, metrics, read_rows
 from sweep.prices import Price
 from sweep.scheduler import CostPruner, allowance_usd, can_start, reserve_usd
@@ -200,6 +201,10 @@ class Planner:
         while self.pool.idle() > 0 and self._may_start(study):
             trial = study.ask()
             params = space.suggest(trial, self.cfg)
+            if self.cfg.seeds.training + trial.number >= EVAL_SEED_BASE:  # never train on a held-out seed
+                self.closed = "training seeds exhausted: the next trial's seed would be a held-out seed"
+                self._tell_unrun(study, trial, params, self.closed, {"seed": 1.0})
+                return
             allowance = allowance_usd(self.cfg.budget.trial_usd, self.best_usd(), self.cfg.prune)
             cap_s = allowance * 3600.0 / self.price.usd_per_hour
             trial_cfg = space.trial_config(
@@ -302,9 +307,9 @@ class Planner:
     def _close_orphans(self, study: Any) -> None:
         """On resume: close the trials a dead driver left running in the study.
 
-        A trial whose end row reached the ledger is told that end. One stopped mid-way ends 'failed',
-        billed to its last row; one with no row yet (it died in start-up or compilation) ends 'failed',
-        billed from its start to the run's last sign of life (its latest row, trial start or heartbeat).
+        A trial whose end row reached the ledger is told that end. One stopped mid-way ends 'failed', billed
+        from its last row to the run's last sign of life (latest row, trial start or heartbeat); one with no row
+        yet (it died in start-up or compilation) ends 'failed', billed from its start to that moment.
         """
         import optuna
 
@@ -324,8 +329,10 @@ class Planner:
                 _tell_end(study, trial, rows, last, self.cfg.target.success)
                 continue
             if last is not None:
-                reason = "driver stopped while the trial ran; billed to its last ledger row"
-                end = dict(last, state="failed", reason=reason, wall_time=time.time())
+                # Billed to the run's last sign of life: the trial ran on at least until the driver last beat.
+                reason = "driver stopped while the trial ran; billed to the driver's last sign of life"
+                billable = last["billable_s"] + max(0.0, alive - last["wall_time"])
+                end = self._end_row(frozen.number, last["params"], "failed", reason, billable, last)
             else:
                 started = frozen.datetime_start.timestamp() if frozen.datetime_start else alive
                 billable = max(0.0, alive - started)

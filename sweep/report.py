@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import html
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from sweep.ledger import PHASES, end_label, last_rows, metrics, read_rows, summary_figures
+from sweep.ledger import PHASES, end_label, last_rows, metrics, read_rows, repair, summary_figures
 
 STATE_COLORS = {
     "reached": "#2ca02c",
@@ -22,6 +23,9 @@ STATE_COLORS = {
     "running": "#1f77b4",
 }
 KNOB_COLUMNS = ("num_envs", "num_steps_per_env", "num_mini_batches")
+
+#: Characters of a trial's end reason shown in the table and hover text (the ledger keeps it whole).
+REASON_CHARS = 120
 
 
 def trials_table(rows: list[dict]) -> Any:
@@ -147,7 +151,11 @@ def render(run_dir: Path, rows: list[dict]) -> str:
         fig = go.Figure()
         for state, group in ran.groupby("state"):
             hover = [
-                "<br>".join(f"{k}: {v}" for k, v in r.items() if k in ("trial", "reason", "flags", *KNOB_COLUMNS))
+                "<br>".join(
+                    f"{k}: {str(v)[:REASON_CHARS]}"
+                    for k, v in r.items()
+                    if k in ("trial", "reason", "flags", *KNOB_COLUMNS)
+                )
                 for r in group.to_dict("records")
             ]
             y = group["usd_to_target"].where(group["usd_to_target"].notna(), group["usd"])
@@ -317,7 +325,11 @@ def _table_html(trials: Any) -> str:
         for c in cols:
             v = rec[c]
             text = "" if v is None or v != v else (f"{v:.4g}" if isinstance(v, float) else str(v))
-            cells.append(f"<td>{html.escape(text)}</td>")
+            if c == "reason" and len(text) > REASON_CHARS:  # whole in the ledger and on hover
+                short = text[: REASON_CHARS - 1] + "\u2026"
+                cells.append(f'<td title="{html.escape(text)}">{html.escape(short)}</td>')
+            else:
+                cells.append(f"<td>{html.escape(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f'<table id="trials"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
@@ -345,9 +357,12 @@ function sortTable(col) {{
 
 
 def write(run_dir: str | Path) -> Path:
-    """Write ``report.html`` from the run folder's ledger; returns its path."""
+    """Write ``report.html`` from the run folder's ledger (torn lines moved aside first, said once); returns it."""
     run_dir = Path(run_dir)
     path = run_dir / "report.html"
+    note = repair(run_dir / "ledger.jsonl")
+    if note:
+        print(f"sweep: {note}", file=sys.stderr, flush=True)
     path.write_text(render(run_dir, read_rows(run_dir / "ledger.jsonl")), encoding="utf-8")
     return path
 

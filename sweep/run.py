@@ -19,7 +19,8 @@ from typing import Any
 import yaml
 
 from sweep import config as config_mod
-from sweep.errors import ConfigError
+from sweep.cli import safe_print
+from sweep.errors import ConfigError, SweepError
 
 RUN_FILES = ("config.yaml", "study.db")
 
@@ -54,13 +55,14 @@ def prepare(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool]:
         data = config_mod.merge(saved, config_mod.dotted_to_nested(overrides))
         cfg = config_mod.build(data, str(run_dir / "config.yaml"), has_gpu)
         cfg.resume = str(run_dir)
+        check_study(run_dir)
         return config_mod.validate(cfg), run_dir, True
     space = str(overrides.pop("space", "locomotion"))
     cfg = config_mod.load(space, overrides, has_gpu)
     narrowed = any(key == "knobs" or key.startswith("knobs.") for key in overrides)
     if narrowed and "initial" not in overrides:  # knobs narrowed on the command line: the space's design follows
         for note in config_mod.drop_unfit_initial(cfg):
-            print(f"sweep: {note}", file=sys.stderr)
+            safe_print(f"sweep: {note}", file=sys.stderr)
     config_mod.validate(cfg)
     cfg.run_id = cfg.run_id or time.strftime("%Y%m%d-%H%M%S")
     run_dir = Path(cfg.out) / cfg.run_id
@@ -76,6 +78,38 @@ def prepare(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool]:
             f"out={cfg.out}: cannot write the run folder {run_dir} ({exc.strerror}); choose a writable out="
         ) from exc
     return cfg, run_dir, False
+
+
+def check_study(run_dir: Path) -> None:
+    """Refuse, in one line and before Ray starts, a study that cannot be read or lacks trials the ledger bills.
+
+    The ledger is the record of spend: a resume on a damaged or replaced ``study.db`` would start a new study,
+    reuse trial numbers and drop those dollars from the report and the budget. Torn ledger lines are moved aside
+    first (said once).
+    """
+    import optuna
+
+    from sweep.ledger import read_rows, repair
+
+    note = repair(run_dir / "ledger.jsonl")
+    if note:
+        safe_print(f"sweep: {note}", file=sys.stderr)
+    billed = {int(r["trial"]) for r in read_rows(run_dir / "ledger.jsonl")}
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    keep = f"the ledger keeps every row and dollar; restore {run_dir / 'study.db'} from a copy or start a new run"
+    try:
+        study = optuna.load_study(study_name="sweep", storage=f"sqlite:///{(run_dir / 'study.db').resolve()}")
+        known = {t.number for t in study.get_trials(deepcopy=False)}
+    except Exception as exc:  # sqlalchemy's DatabaseError, Optuna's KeyError for a study that is not there, ...
+        reason = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"resume={run_dir}: study.db cannot be read ({reason}); {keep}") from None
+    missing = sorted(billed - known)
+    if missing:
+        shown = ", ".join(map(str, missing[:5])) + (" ..." if len(missing) > 5 else "")
+        raise ConfigError(
+            f"resume={run_dir}: study.db does not match the ledger: it lacks trial(s) {shown} that the ledger bills; "
+            f"{keep}"
+        )
 
 
 def resolve_runtime(cfg: config_mod.RunConfig, has_gpu: bool) -> tuple[str, Any, float]:
@@ -118,29 +152,34 @@ class Progress:
         if line == self.last:
             return
         if self.tty:
-            print("\r" + line.ljust(len(self.last)), end="", file=sys.stderr, flush=True)
+            safe_print("\r" + line.ljust(len(self.last)), end="", file=sys.stderr, flush=True)
         elif time.time() - self.last_print > 10 or status["stopping"]:
-            print(line, file=sys.stderr, flush=True)
+            safe_print(line, file=sys.stderr, flush=True)
             self.last_print = time.time()
         self.last = line
 
     def close(self) -> None:
         if self.tty and self.last:
-            print(file=sys.stderr)
+            safe_print(file=sys.stderr)
 
 
 def main(argv: list[str]) -> int:
     import torch
 
-    cfg, run_dir, _ = prepare(argv)
+    cfg, run_dir, resuming = prepare(argv)
     has_gpu = torch.cuda.is_available()
-    profile, price, control_dt_s = resolve_runtime(cfg, has_gpu)
     from sweep import space
 
-    space.feasible_count(cfg, control_dt_s, price.memory_gib)  # a space nothing in can run: say so before Ray starts
+    try:
+        profile, price, control_dt_s = resolve_runtime(cfg, has_gpu)
+        space.feasible_count(cfg, control_dt_s, price.memory_gib)  # a space nothing can run in: say so before Ray
+    except SweepError:
+        if not resuming and run_dir.is_dir() and not any(run_dir.iterdir()):
+            run_dir.rmdir()  # rejected before anything ran: leave no empty run folder behind
+        raise
     # On resume too: a raised budget must be what the report and the next resume read.
     (run_dir / "config.yaml").write_text(yaml.safe_dump(asdict(cfg), sort_keys=False))
-    print(
+    safe_print(
         f"sweep: run {run_dir} | space {cfg.space} | backend {cfg.backend} profile {profile} | "
         f"budget ${cfg.budget.usd:g} (per trial ${cfg.budget.trial_usd:g}) at {price.label} ${price.usd_per_hour:g}/h",
         flush=True,
@@ -159,7 +198,7 @@ def main(argv: list[str]) -> int:
     previous = signal.signal(signal.SIGINT, on_sigint)
     try:
         wait_ready(pool)
-        print(f"sweep: {pool.size} worker(s) ({'one per GPU' if has_gpu else 'CPU slots'})", flush=True)
+        safe_print(f"sweep: {pool.size} worker(s) ({'one per GPU' if has_gpu else 'CPU slots'})", flush=True)
         Planner(cfg, run_dir, pool, price, profile, control_dt_s, progress, interrupted=ctrl_c.is_set).run()
     except KeyboardInterrupt:
         ctrl_c.set()
@@ -178,11 +217,11 @@ def finish(cfg: config_mod.RunConfig, run_dir: Path) -> None:
     rows_path = run_dir / "ledger.jsonl"
     html = report.write(run_dir)
     recommended = export.write(run_dir)
-    print(report.text_summary(run_dir))
-    print(f"report:      {html}")
-    print(f"recommended: {recommended if recommended else '(no trial reached the target)'}")
-    print(f"ledger:      {rows_path}")
-    print(f"resume with: python -m sweep.run resume={run_dir}")
+    safe_print(report.text_summary(run_dir))
+    safe_print(f"report:      {html}")
+    safe_print(f"recommended: {recommended if recommended else '(no trial reached the target)'}")
+    safe_print(f"ledger:      {rows_path}")
+    safe_print(f"resume with: python -m sweep.run resume={run_dir}")
 
 
 if __name__ == "__main__":

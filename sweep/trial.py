@@ -269,16 +269,16 @@ def run_trial(
 
 
 def failure_reason(exc: BaseException) -> str:
-    """One line saying why a trial failed."""
+    """One line saying why a trial failed (its first line, whole)."""
     lowered = str(exc).lower()
     if isinstance(exc, torch.cuda.OutOfMemoryError) or any(
         k in lowered for k in ("out of memory", "not enough memory", "resource_exhausted")
     ):
-        return "out of device memory: " + str(exc).splitlines()[0][:200]
+        return "out of device memory: " + str(exc).splitlines()[0]
     if isinstance(exc, SystemExit):  # raised by a simulator that wanted to end the process
         return f"SystemExit: the simulator tried to exit the process (code {exc.code})"
     text = str(exc).splitlines()[0] if str(exc) else ""
-    return f"{type(exc).__name__}: {text}"[:300]
+    return f"{type(exc).__name__}: {text}"  # whole in the ledger; the report shortens what it shows
 
 
 def trial_params(cfg: TrialConfig) -> dict[str, Any]:

@@ -8,6 +8,7 @@ trial is reported as lost and the actor is replaced.
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import asdict
 from typing import Any
@@ -18,6 +19,16 @@ from sweep.prices import Price
 
 #: Seconds a worker waits for the planner's answer before carrying on.
 ANSWER_TIMEOUT_S = 120.0
+
+
+class _NoAuthNotice(logging.Filter):
+    """Drops Ray's notice that token authentication is on (printed on every run; the setting stays as it is)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Token authentication is enabled for this Ray cluster" not in record.getMessage()
+
+
+logging.getLogger("ray._private.authentication.authentication_token_setup").addFilter(_NoAuthNotice())
 
 
 def _hub_class() -> Any:
@@ -223,8 +234,9 @@ def _loopback_only() -> None:
 
 
 def _one_line(exc: BaseException) -> str:
+    """The error's type and last line, whole (the ledger keeps it; the report shortens what it shows)."""
     text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[-1] if text else ''}"[:300]
+    return f"{type(exc).__name__}: {text[-1] if text else ''}"
 
 
 def wait_ready(pool: WorkerPool, timeout_s: float = 60.0) -> None:

@@ -141,3 +141,108 @@ def test_no_traceback_from_the_real_process(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("error:") and "budget.usd" in proc.stderr
+
+
+# -- issue: damaged run folders, seeds, empty folders, command-line naming ----------------------------------------
+
+
+def test_values_given_on_the_command_line_are_named_as_such_and_a_key_twice_is_refused(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "space.yaml"
+    path.write_text(yaml.safe_dump(GOOD))
+    out = f"out={tmp_path / 'reports'}"
+    line = reject([f"space={path}", "budget.usd=-1", out], capsys)
+    assert line.startswith("error: command line: budget.usd") and str(path) not in line
+    line = reject([f"space={path}", "knobs.num_envs=[64,64]", out], capsys)
+    assert line.startswith("error: command line: knobs.num_envs")
+    line = reject([f"space={path}", "budget.usd=2", "budget.usd=3", out], capsys)
+    assert "budget.usd is given twice" in line
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(with_("budget", "usd", -1)))  # the file's own value still names the file
+    assert str(bad) in reject([f"space={bad}", out], capsys)
+
+
+@pytest.mark.parametrize("where", ["file", "command line"])
+def test_a_training_seed_reaching_the_held_out_range_is_refused_before_anything_runs(
+    where: str, tmp_path: Path, capsys
+) -> None:
+    near = 2**31 - 3  # trial 3 would train on the first held-out seed
+    path = tmp_path / "space.yaml"
+    data = dict(GOOD, seeds={"training": near}) if where == "file" else GOOD
+    path.write_text(yaml.safe_dump(data))
+    argv = [f"space={path}", f"out={tmp_path / 'reports'}"] + ([f"seeds.training={near}"] if where != "file" else [])
+    line = reject(argv, capsys)
+    assert "seeds.training" in line and "held-out seeds" in line
+    assert not (tmp_path / "reports").exists() or not any((tmp_path / "reports").iterdir())
+    line = reject([f"space={path}", "seeds.training=-1", f"out={tmp_path / 'reports'}"], capsys)
+    assert "seeds.training" in line
+
+
+def test_sweep_trial_and_record_trials_refuse_held_out_training_seeds(tmp_path: Path, capsys) -> None:
+    from sweep.trial_cli import main as trial_main
+
+    with pytest.raises(SystemExit) as exit_info:
+        run_main(trial_main, [f"seed={2**31}", f"out={tmp_path}"])
+    assert exit_info.value.code == 2 and "training seeds must be in" in capsys.readouterr().err
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/record_trials.py", "grid", f"--seeds=1,{2**31 + 5}", f"--out={tmp_path}/g.json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+    )
+    assert proc.returncode == 2 and "--seeds" in proc.stderr and "Traceback" not in proc.stderr
+    assert not list(tmp_path.glob("g*")), "record_trials wrote before refusing"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_a_rejected_value_leaves_no_empty_run_folder(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "space.yaml"
+    path.write_text(yaml.safe_dump(GOOD))
+    reports = tmp_path / "reports"
+    # A value only this machine can judge is rejected after the run folder is made: the folder goes again.
+    line = reject([f"space={path}", "device=cuda", f"out={reports}", "run_id=x"], capsys)
+    assert "no CUDA GPU" in line and not (reports / "x").exists()
+
+
+@pytest.mark.parametrize("damage", ["garbage", "empty", "other study"])
+def test_a_study_that_does_not_match_the_ledger_is_refused_before_ray_starts(
+    damage: str, tmp_path: Path, capsys
+) -> None:
+    import optuna
+
+    from sweep.ledger import LedgerWriter, Row
+
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text(yaml.safe_dump({**GOOD, "run_id": "r", "out": str(tmp_path)}))
+    with LedgerWriter(run_dir / "ledger.jsonl") as w:
+        for trial in (0, 1):
+            w.append(
+                Row(
+                    run_id="r",
+                    trial=trial,
+                    state="capped",
+                    params={},
+                    iteration=1,
+                    env_steps=10,
+                    billable_s=60.0,
+                    phases_s={"sim": 60.0},
+                    price_usd_per_hour=3.6,
+                    price_label="cpu",
+                )
+            )
+    db = run_dir / "study.db"
+    if damage == "garbage":
+        db.write_bytes(b"\x00not sqlite at all" * 64)
+    elif damage == "empty":
+        db.write_bytes(b"")
+    else:  # a study with fewer trials than the ledger bills (e.g. copied from another run)
+        study = optuna.create_study(study_name="sweep", storage=f"sqlite:///{db}", directions=["minimize"] * 2)
+        study.enqueue_trial({})
+        study.ask()
+    before = (run_dir / "ledger.jsonl").read_bytes()
+    line = reject([f"resume={run_dir}"], capsys)
+    assert f"resume={run_dir}" in line and "the ledger keeps every row and dollar" in line
+    assert ("cannot be read" in line) if damage != "other study" else ("lacks trial(s) 1" in line)
+    assert (run_dir / "ledger.jsonl").read_bytes() == before

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sweep.ledger import PHASES, LedgerWriter, PhaseClock, Row, bottleneck, frame, last_rows, metrics, read_rows
+from sweep.ledger import PHASES, LedgerWriter, PhaseClock, Row, bottleneck, frame, last_rows, metrics, read_rows, repair
 
 
 def make_row(**kw) -> Row:
@@ -86,18 +86,25 @@ def test_rows_round_trip_and_frame(tmp_path: Path) -> None:
     assert "p.num_envs" in df.columns
 
 
-def test_torn_last_line_is_skipped_with_a_warning_and_the_next_row_survives(tmp_path: Path) -> None:
+def test_a_torn_line_is_repaired_once_said_in_one_line_and_no_row_is_lost(tmp_path: Path, capsys) -> None:
     path = tmp_path / "ledger.jsonl"
     with LedgerWriter(path) as w:
         w.append(make_row(trial=0))
+    torn = make_row(trial=1).to_json()[:40]
     with open(path, "a") as f:
-        f.write(make_row(trial=1).to_json()[:40])  # power cut mid-line
-    with pytest.warns(UserWarning, match="torn"):
-        assert [r["trial"] for r in read_rows(path)] == [0]
-    with LedgerWriter(path) as w:  # appending after a torn line starts a fresh line
+        f.write(torn)  # power cut mid-line
+    assert [r["trial"] for r in read_rows(path)] == [0]  # reading skips it and says nothing
+    assert capsys.readouterr().err == ""
+    with LedgerWriter(path) as w:  # the next writer (a resume) repairs, then appends on a fresh line
         w.append(make_row(trial=2))
-    with pytest.warns(UserWarning, match="torn"):
-        assert [r["trial"] for r in read_rows(path)] == [0, 2]
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "moved 1 torn line(s) (line 2" in err and "ledger.jsonl.torn" in err
+    assert [r["trial"] for r in read_rows(path)] == [0, 2]
+    assert (tmp_path / "ledger.jsonl.torn").read_text() == torn + "\n"  # kept aside, not deleted
+    assert repair(path) is None  # repaired once: later reads and writers are silent
+    with LedgerWriter(path):
+        pass
+    assert capsys.readouterr().err == ""
 
 
 def test_rows_survive_a_killed_writer(tmp_path: Path) -> None:

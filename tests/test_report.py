@@ -83,15 +83,25 @@ def test_report_is_one_self_contained_file(tmp_path: Path) -> None:
     assert "Plotly.newPlot" in html and "sortTable" in html
 
 
-def test_a_torn_last_ledger_line_never_crashes_the_report(tmp_path: Path) -> None:
+def test_a_torn_last_ledger_line_never_crashes_the_report(tmp_path: Path, capsys) -> None:
     run_dir, rows = write_run(tmp_path)
     with open(run_dir / "ledger.jsonl", "a") as f:
         f.write('{"run_id": "t", "trial": 9, "state": "runn')  # power cut mid-write
-    with pytest.warns(UserWarning, match="torn"):
-        html = report.write(run_dir).read_text()
-    assert "Plotly.newPlot" in html
-    with pytest.warns(UserWarning, match="torn"):
-        assert len(report.trials_table(read_rows(run_dir / "ledger.jsonl"))) == len({r["trial"] for r in rows})
+    html = report.write(run_dir).read_text()
+    assert "Plotly.newPlot" in html and "torn line" in capsys.readouterr().err
+    assert len(report.trials_table(read_rows(run_dir / "ledger.jsonl"))) == len({r["trial"] for r in rows})
+
+
+def test_a_long_failure_reason_is_shortened_in_the_table_and_kept_whole_in_the_ledger(tmp_path: Path) -> None:
+    run_dir, _ = write_run(tmp_path)
+    reason = "ActorDiedError: " + "the actor died unexpectedly before finishing this task; " * 8
+    with LedgerWriter(run_dir / "ledger.jsonl") as w:
+        w.append({**read_rows(run_dir / "ledger.jsonl")[4], "trial": 9, "reason": reason})
+    assert read_rows(run_dir / "ledger.jsonl")[-1]["reason"] == reason
+    html = report.write(run_dir).read_text()
+    cell = re.search(r'<td title="([^"]*)">([^<]*)</td>', html)
+    assert cell and cell.group(1) == reason and len(cell.group(2)) == report.REASON_CHARS
+    assert reason not in html.replace(f'title="{reason}"', "")  # shown whole only on hover
 
 
 def chromium() -> str | None:

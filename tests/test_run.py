@@ -53,7 +53,14 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # 3 of the 4 feasible configs: the run ends at its trial limit, and a resume has one left to try
     proc = run(f"space={space_file(tmp)}", "run_id=r1", "budget.max_trials=3", f"out={tmp / 'reports'}", cwd=tmp)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    (tmp / "stderr.txt").write_text(proc.stderr)
     return tmp / "reports" / "r1"
+
+
+def test_the_console_shows_sweep_lines_not_ray_notices(finished_run: Path) -> None:
+    err = (finished_run.parents[1] / "stderr.txt").read_text()
+    assert "Token authentication" not in err  # Ray's notice on every run (token auth itself stays on)
+    assert "spent $" in err  # the progress line is there
 
 
 def test_every_trial_is_billed_and_the_budget_holds(finished_run: Path) -> None:
