@@ -7,7 +7,6 @@ Everything here runs without Isaac Lab (a fake wrapper stands in for ``RslRlVecE
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import sys
 from dataclasses import dataclass, field
@@ -25,8 +24,10 @@ from sweep.backends import isaaclab as il
 from sweep.backends import isaaclab_cfg as ilc
 from sweep.errors import ConfigError, MissingExtraError, SweepError
 from sweep.evaluation import evaluate, panel_seeds
+from sweep.ledger import read_rows
 from sweep.trial import TrialConfig
 from tests import isaaclab_standin as standin
+from tests.helpers import run_module
 
 FLAT = "Isaac-Velocity-Flat-AnymalD"
 OLD_FLAT = "Isaac-Velocity-Flat-Anymal-D-v0"  # Isaac Lab 2.x
@@ -513,8 +514,6 @@ CPU_OPTIONS = ("backend_options.env.episode_length_s=1.0",)
 @pytest.mark.isaaclab
 @needs_isaaclab
 def test_preflight_lists_every_missing_asset_before_anything_runs(tmp_path) -> None:
-    from tests.helpers import run_module
-
     empty = tmp_path / "empty-root"
     empty.mkdir()
     proc = run_module(
@@ -569,8 +568,6 @@ def test_a_flat_anymal_honours_the_task_env_contract_and_evaluates_on_the_panel(
 @pytest.mark.isaaclab
 @needs_isaaclab
 def test_one_real_isaac_lab_trial_trains_evaluates_and_writes_its_ledger(asset_root, tmp_path) -> None:
-    from tests.helpers import run_module
-
     proc = run_module(
         "sweep.trial",
         "backend=isaaclab",
@@ -589,7 +586,7 @@ def test_one_real_isaac_lab_trial_trains_evaluates_and_writes_its_ledger(asset_r
         timeout=400,
     )
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
-    rows = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
+    rows = read_rows(tmp_path / "ledger.jsonl")
     checkpoints = [r for r in rows if r["state"] == "running"]
     assert checkpoints and checkpoints[0]["iteration"] >= 2 and checkpoints[0]["eval_episodes"] == 16
     assert all(0 <= r["success"] <= 1 and r["success_lo"] <= r["success"] <= r["success_hi"] for r in checkpoints)
@@ -601,8 +598,6 @@ def test_one_real_isaac_lab_trial_trains_evaluates_and_writes_its_ledger(asset_r
 @pytest.mark.isaaclab
 @needs_isaaclab
 def test_sweep_run_on_isaac_lab_ends_with_a_report(asset_root, tmp_path) -> None:
-    from tests.helpers import run_module
-
     proc = run_module(
         "sweep.run",
         "space=anymal_d_flat",
@@ -614,7 +609,7 @@ def test_sweep_run_on_isaac_lab_ends_with_a_report(asset_root, tmp_path) -> None
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     run_dir = tmp_path / "isaac"
-    rows = [json.loads(line) for line in (run_dir / "ledger.jsonl").read_text().splitlines()]
+    rows = read_rows(run_dir / "ledger.jsonl")
     ends = [r for r in rows if r["state"] != "running"]
     assert ends and all(r["params"]["backend"] == "isaaclab" for r in rows)
     assert any(r["success"] is not None for r in rows)  # at least one held-out evaluation ran
