@@ -568,23 +568,9 @@ def test_a_flat_anymal_honours_the_task_env_contract_and_evaluates_on_the_panel(
 @pytest.mark.isaaclab
 @needs_isaaclab
 def test_one_real_isaac_lab_trial_trains_evaluates_and_writes_its_ledger(asset_root, tmp_path) -> None:
-    proc = run_module(
-        "sweep.trial",
-        "backend=isaaclab",
-        f"profile={FLAT}",
-        "num_envs=16",
-        "num_steps_per_env=12",
-        "eval_episodes=16",
-        "eval_every_steps=24",
-        "target=1.0",
-        "cap_s=90",
-        "device=cpu",
-        f"backend_options.asset_root={asset_root}",
-        *CPU_OPTIONS,
-        f"out={tmp_path}",
-        cwd=tmp_path,
-        timeout=400,
-    )
+    knobs = f"profile={FLAT} num_envs=16 num_steps_per_env=12 eval_episodes=16 eval_every_steps=24 device=cpu"
+    args = [*knobs.split(), "target=1.0", "cap_s=90", f"backend_options.asset_root={asset_root}", *CPU_OPTIONS]
+    proc = run_module("sweep.trial", "backend=isaaclab", *args, f"out={tmp_path}", cwd=tmp_path, timeout=400)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     rows = read_rows(tmp_path / "ledger.jsonl")
     checkpoints = [r for r in rows if r["state"] == "running"]
