@@ -65,8 +65,9 @@ def grid(args: argparse.Namespace) -> list[dict]:
     """
     import torch
 
+    from sweep.contract import CONTINUE, TrialConfig, trial_params
     from sweep.ledger import LedgerWriter, read_rows
-    from sweep.trial import CONTINUE, TrialConfig, run_trial, trial_params
+    from sweep.trial import run_trial
 
     index, count = args.shard
     ledger = ledger_path(args.out, args.shard)

@@ -26,10 +26,11 @@ from typing import Any
 
 from sweep import config as config_mod
 from sweep.backends.replay import config_key, load_table
+from sweep.contract import CONTINUE, TrialConfig
 from sweep.ledger import last_rows, metrics, read_rows, summary_figures
 from sweep.planner import Planner
 from sweep.prices import resolve
-from sweep.trial import CONTINUE, TrialConfig, run_trial
+from sweep.trial import run_trial
 
 PRICE = resolve("custom", usd_per_hour=3600.0)  # 1 billable second = $1: figures read as seconds too
 

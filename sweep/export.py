@@ -1,7 +1,7 @@
 """``recommended.yaml``: the winning config, the rsl-rl agent config it implies, versions and the evidence.
 
 ``python -m sweep.trial config=reports/<run_id>/recommended.yaml`` re-runs it (its ``trial``
-section is a complete :class:`sweep.trial.TrialConfig`).
+section is a complete :class:`sweep.contract.TrialConfig`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def implied_agent_config(cfg: Any) -> dict[str, Any]:
     """The rsl-rl agent config the trial ran with: the knobs and the perf flags that act through it
     (``check_for_nan``, mixed precision, ``torch_compile_mode``, the PPO class and its flags)."""
     from sweep import perf
-    from sweep.trial import agent_config
+    from sweep.learner import agent_config
 
     agent = agent_config(cfg)
     perf.apply_to_agent_config(agent, {**perf.resolve(cfg.flags), "compile_cache": False})  # no JAX side effect
@@ -46,7 +46,7 @@ def implied_agent_config(cfg: Any) -> dict[str, Any]:
 def recommended(run_dir: Path, rows: list[dict]) -> dict[str, Any] | None:
     """The YAML document for the best trial of a run (None when no trial reached the target)."""
     from sweep.backends import get_backend
-    from sweep.trial import TrialConfig
+    from sweep.contract import TrialConfig
 
     best = summary_figures(rows)["best_trial"]
     if best is None:
@@ -114,7 +114,7 @@ def _trial_config(run_dir: Path, trial: int) -> dict[str, Any] | None:
 
 
 def _config_from_params(row: dict) -> Any:
-    from sweep.trial import TrialConfig
+    from sweep.contract import TrialConfig
 
     p = row["params"]
     return TrialConfig(

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from sweep import perf
-from sweep.errors import TrialFailed
+from sweep.errors import ConfigError, TrialFailed
 from sweep.ledger import PhaseClock
 
 
@@ -57,6 +57,59 @@ class PolicyTimer:
         return seconds
 
 
+def agent_config(cfg: Any) -> dict[str, Any]:
+    """The rsl-rl 5.5 runner/agent config this trial trains with (also what the exported YAML shows)."""
+    return {
+        "num_steps_per_env": cfg.num_steps_per_env,
+        "save_interval": 10**9,
+        "obs_groups": {"actor": ["policy"], "critic": ["policy"]},
+        "check_for_nan": True,
+        "logger": "tensorboard",
+        "algorithm": {
+            "class_name": "PPO",
+            "num_learning_epochs": cfg.num_learning_epochs,
+            "num_mini_batches": cfg.num_mini_batches,
+            "clip_param": 0.2,
+            "gamma": 0.99,
+            "lam": 0.95,
+            "value_loss_coef": 1.0,
+            "entropy_coef": 0.005,
+            "learning_rate": 1e-3,
+            "max_grad_norm": 1.0,
+            "schedule": "adaptive",
+            "desired_kl": 0.01,
+            "use_clipped_value_loss": True,
+        },
+        "actor": {
+            "class_name": "MLPModel",
+            "hidden_dims": [128, 128, 128],
+            "activation": "elu",
+            "obs_normalization": True,
+            "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": 1.0},
+        },
+        "critic": {
+            "class_name": "MLPModel",
+            "hidden_dims": [128, 128, 128],
+            "activation": "elu",
+            "obs_normalization": True,
+        },
+    }
+
+
+def describe_device(device: str) -> str:
+    """'cpu', or the GPU's name for a CUDA device (what the ledger records)."""
+    return torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
+
+
+def resolve_device(device: str) -> str:
+    """'auto' -> 'cuda' when torch sees a GPU, else 'cpu'."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"device={device}: torch sees no GPU; use device=cpu or device=auto")
+    return device
+
+
 def build_learner(
     cfg: Any,
     env: Any,
@@ -68,8 +121,6 @@ def build_learner(
 ) -> tuple[Callable[..., int], Any]:
     """(train ``n`` iterations callable, PPO algorithm) for ``cfg.mode``; seeds torch with ``cfg.seed``."""
     from rsl_rl.algorithms import PPO
-
-    from sweep.trial import agent_config
 
     torch.manual_seed(cfg.seed)
     train_cfg = agent_config(cfg)

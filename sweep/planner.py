@@ -24,11 +24,11 @@ from typing import Any
 
 from sweep import space
 from sweep.config import RunConfig
+from sweep.contract import CONTINUE, PRUNE, STOP, trial_params
 from sweep.evaluation import EVAL_SEED_BASE
 from sweep.ledger import LedgerWriter, Row, end_label, last_rows, metrics, read_rows
 from sweep.prices import Price
 from sweep.scheduler import CostPruner, allowance_usd, can_start, reserve_usd
-from sweep.trial import CONTINUE, PRUNE, STOP, trial_params
 
 #: Repeated proposals told and skipped in a row before the planner runs a repeat anyway.
 MAX_REPEATS = 20

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sweep.contract import CONTINUE, PRUNE
 from sweep.ledger import metrics
-from sweep.trial import CONTINUE, PRUNE
 
 #: A running trial's reservation covers its allowance plus an overrun (the cap is checked after each iteration).
 RESERVE_MARGIN = 1.1

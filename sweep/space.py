@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from sweep.config import RunConfig
+from sweep.contract import TrialConfig
 from sweep.errors import ConfigError
-from sweep.trial import TrialConfig
 
 #: Knobs every space has (flags come on top, as ``flags.<name>``).
 BASE_KNOBS = ("num_envs", "num_steps_per_env", "num_mini_batches")

@@ -12,7 +12,6 @@ CLI: ``python -m sweep.trial num_envs=256 num_steps_per_env=24 profile=cpu price
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,130 +19,10 @@ import torch
 
 from sweep import perf
 from sweep.backends import get_backend
-from sweep.errors import ConfigError
-from sweep.evaluation import DEFAULT_EPISODES, check_training_seed, evaluate, panel_seeds
-from sweep.learner import build_learner, device_sync
+from sweep.contract import PRUNE, STOP, TrialConfig, trial_params
+from sweep.evaluation import evaluate, panel_seeds
+from sweep.learner import build_learner, describe_device, device_sync, resolve_device
 from sweep.ledger import PhaseClock, Row
-
-#: What a sink may answer after each checkpoint row.
-CONTINUE, PRUNE, STOP = "continue", "prune", "stop"
-
-
-@dataclass
-class TrialConfig:
-    """Everything one trial needs; every field can be set on the command line as ``key=value``."""
-
-    backend: str = "mjx_locomotion"
-    """Simulator backend (registry name)."""
-    profile: str = "cpu"
-    """Task difficulty profile of the backend ('cpu' or 'gpu' for mjx_locomotion)."""
-    num_envs: int = 256
-    """Parallel environments in the training env."""
-    num_steps_per_env: int = 24
-    """Rollout horizon: control steps per env per PPO iteration."""
-    num_mini_batches: int = 4
-    """PPO mini-batches per epoch."""
-    num_learning_epochs: int = 5
-    """PPO epochs per iteration."""
-    seed: int = 1
-    """Training seed, in [0, 2**31); held-out seeds are above that range."""
-    target: float = 0.9
-    """Held-out success rate that ends the trial as 'reached'."""
-    eval_episodes: int = DEFAULT_EPISODES
-    """Episodes in the held-out panel (one env each)."""
-    eval_every_steps: int = 240
-    """Control steps per env between held-out evaluations (rounded to whole iterations)."""
-    cap_s: float = 600.0
-    """Per-trial cap in billable seconds; the trial ends 'capped' past it."""
-    mode: str = "sweep"
-    """'sweep' (this runner, perf flags apply) or 'stock' (rsl-rl OnPolicyRunner.learn unchanged)."""
-    device: str = "auto"
-    """'auto' (the GPU when there is one), 'cpu', 'cuda' or 'cuda:N'."""
-    flags: dict[str, Any] = field(default_factory=dict)
-    """Performance flags by name (see sweep.perf); missing flags take their defaults."""
-    save_checkpoints: bool = True
-    """Write the latest model to the trial folder at every checkpoint."""
-    backend_options: dict[str, Any] = field(default_factory=dict)
-    """Backend-specific options (e.g. the recorded table of the replay backend)."""
-
-    @property
-    def eval_every(self) -> int:
-        """Iterations between evaluations."""
-        return max(1, round(self.eval_every_steps / self.num_steps_per_env))
-
-    def validate(self) -> TrialConfig:
-        """Reject bad values before anything is built (errors name the key)."""
-        for key in ("num_envs", "num_steps_per_env", "num_mini_batches", "num_learning_epochs", "eval_episodes"):
-            value = getattr(self, key)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ConfigError(f"{key}: must be a positive integer (got {value!r})")
-        for key in ("eval_every_steps", "cap_s"):
-            if not isinstance(getattr(self, key), (int, float)) or getattr(self, key) <= 0:
-                raise ConfigError(f"{key}: must be > 0 (got {getattr(self, key)!r})")
-        if not 0 < self.target <= 1:
-            raise ConfigError(f"target: must be in (0, 1] (got {self.target!r})")
-        if self.mode not in ("sweep", "stock"):
-            raise ConfigError(f"mode: must be 'sweep' or 'stock' (got {self.mode!r})")
-        if self.num_envs * self.num_steps_per_env < self.num_mini_batches:
-            raise ConfigError("num_mini_batches: more mini-batches than samples per iteration")
-        check_training_seed(self.seed)
-        backend = get_backend(self.backend)
-        backend.check_profile(self.profile)
-        perf.resolve(self.flags)
-        return self
-
-
-def agent_config(cfg: TrialConfig) -> dict[str, Any]:
-    """The rsl-rl 5.5 runner/agent config this trial trains with (also what the exported YAML shows)."""
-    return {
-        "num_steps_per_env": cfg.num_steps_per_env,
-        "save_interval": 10**9,
-        "obs_groups": {"actor": ["policy"], "critic": ["policy"]},
-        "check_for_nan": True,
-        "logger": "tensorboard",
-        "algorithm": {
-            "class_name": "PPO",
-            "num_learning_epochs": cfg.num_learning_epochs,
-            "num_mini_batches": cfg.num_mini_batches,
-            "clip_param": 0.2,
-            "gamma": 0.99,
-            "lam": 0.95,
-            "value_loss_coef": 1.0,
-            "entropy_coef": 0.005,
-            "learning_rate": 1e-3,
-            "max_grad_norm": 1.0,
-            "schedule": "adaptive",
-            "desired_kl": 0.01,
-            "use_clipped_value_loss": True,
-        },
-        "actor": {
-            "class_name": "MLPModel",
-            "hidden_dims": [128, 128, 128],
-            "activation": "elu",
-            "obs_normalization": True,
-            "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": 1.0},
-        },
-        "critic": {
-            "class_name": "MLPModel",
-            "hidden_dims": [128, 128, 128],
-            "activation": "elu",
-            "obs_normalization": True,
-        },
-    }
-
-
-def describe_device(device: str) -> str:
-    """'cpu', or the GPU's name for a CUDA device (what the ledger records)."""
-    return torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
-
-
-def resolve_device(device: str) -> str:
-    """'auto' -> 'cuda' when torch sees a GPU, else 'cpu'."""
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"device={device}: torch sees no GPU; use device=cpu or device=auto")
-    return device
 
 
 def peak_memory_gib(device: str, env: Any) -> tuple[float | None, float | None]:
@@ -281,22 +160,10 @@ def failure_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"  # whole in the ledger; the report shortens what it shows
 
 
-def trial_params(cfg: TrialConfig) -> dict[str, Any]:
-    """The knobs that identify a trial's config in the ledger (flags resolved to their values)."""
-    return {
-        "backend": cfg.backend,
-        "profile": cfg.profile,
-        "num_envs": cfg.num_envs,
-        "num_steps_per_env": cfg.num_steps_per_env,
-        "num_mini_batches": cfg.num_mini_batches,
-        "num_learning_epochs": cfg.num_learning_epochs,
-        "mode": cfg.mode,
-        **{f"flag.{k}": v for k, v in perf.resolve(cfg.flags).items()},
-    }
-
-
 if __name__ == "__main__":
+    import functools
+
     from sweep.cli import run_main
     from sweep.trial_cli import main
 
-    run_main(main)
+    run_main(functools.partial(main, run=run_trial))

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from sweep.backends import get_backend
+from sweep.contract import CONTINUE, TrialConfig
 from sweep.errors import ConfigError
+from sweep.learner import resolve_device
 from sweep.ledger import Row
-from sweep.trial import CONTINUE, TrialConfig, resolve_device, run_trial
 
 
 def format_summary(row: dict, target: float, ledger_path: Path, n_rows: int) -> str:
@@ -107,8 +109,9 @@ def resolve_price(extra: dict[str, Any], device: str) -> Any:
     return prices.resolve(str(gpu), str(extra.get("price.kind", "on_demand")), rate)
 
 
-def main(argv: list[str]) -> int:
-    """``python -m sweep.trial key=value ...``: one trial, a summary, and its ledger."""
+def main(argv: list[str], run: Callable[..., Row]) -> int:
+    """``python -m sweep.trial key=value ...``: one trial, run by ``run`` (:func:`sweep.trial.run_trial`), a summary
+    and its ledger. The runner is passed in so that this module needs nothing from the trial's."""
     from sweep.cli import parse_overrides
     from sweep.ledger import LedgerWriter, read_rows
 
@@ -141,7 +144,7 @@ def main(argv: list[str]) -> int:
         return CONTINUE
 
     with writer:
-        run_trial(cfg, sink, run_id=run_id, price_usd_per_hour=price.usd_per_hour, price_label=price.label, out_dir=out)
+        run(cfg, sink, run_id=run_id, price_usd_per_hour=price.usd_per_hour, price_label=price.label, out_dir=out)
     rows = read_rows(ledger_path)
     print(format_summary(rows[-1], cfg.target, ledger_path, len(rows)))
     return 0 if rows[-1]["state"] == "reached" else 1

@@ -14,6 +14,7 @@ from dataclasses import asdict
 from typing import Any
 
 from sweep.config import Workers
+from sweep.contract import Decision
 from sweep.errors import ConfigError, SweepError, require
 from sweep.prices import Price
 
@@ -48,13 +49,13 @@ def _hub_class() -> Any:
         async def report(self, row: dict) -> str:
             self.rows.append(row)
             if row["state"] != "running":
-                return "continue"
+                return Decision.CONTINUE
             key = (int(row["trial"]), int(row["iteration"]))
             future = self.answers.setdefault(key, self.asyncio.get_running_loop().create_future())
             try:
                 return await self.asyncio.wait_for(future, ANSWER_TIMEOUT_S)
             except TimeoutError:
-                return "continue"
+                return Decision.CONTINUE
             finally:
                 self.answers.pop(key, None)
 
@@ -82,7 +83,8 @@ def _worker_class() -> Any:
             return ray.get_runtime_context().get_node_id()
 
         def run(self, cfg: dict, run_id: str, trial: int, price: dict, out_dir: str, hub: Any) -> dict:
-            from sweep.trial import TrialConfig, run_trial
+            from sweep.contract import TrialConfig
+            from sweep.trial import run_trial
 
             def sink(row: Any) -> str:
                 return ray.get(hub.report.remote(row.__dict__))

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sweep.trial import TrialConfig
+from sweep.contract import TrialConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 

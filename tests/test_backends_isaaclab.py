@@ -22,10 +22,10 @@ from sweep import config, space
 from sweep.backends import get_backend
 from sweep.backends import isaaclab as il
 from sweep.backends import isaaclab_cfg as ilc
+from sweep.contract import TrialConfig
 from sweep.errors import ConfigError, MissingExtraError, SweepError
 from sweep.evaluation import evaluate, panel_seeds
 from sweep.ledger import read_rows
-from sweep.trial import TrialConfig
 from tests import isaaclab_standin as standin
 from tests.helpers import run_module
 

@@ -178,10 +178,11 @@ def test_a_training_seed_reaching_the_held_out_range_is_refused_before_anything_
 
 
 def test_sweep_trial_and_record_trials_refuse_held_out_training_seeds(tmp_path: Path, capsys) -> None:
+    from sweep.trial import run_trial
     from sweep.trial_cli import main as trial_main
 
     with pytest.raises(SystemExit) as exit_info:
-        run_main(trial_main, [f"seed={2**31}", f"out={tmp_path}"])
+        run_main(lambda argv: trial_main(argv, run=run_trial), [f"seed={2**31}", f"out={tmp_path}"])
     assert exit_info.value.code == 2 and "training seeds must be in" in capsys.readouterr().err
     proc = subprocess.run(
         [sys.executable, "benchmarks/record_trials.py", "grid", f"--seeds=1,{2**31 + 5}", f"--out={tmp_path}/g.json"],

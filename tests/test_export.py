@@ -7,8 +7,9 @@ from pathlib import Path
 import yaml
 
 from sweep import export
+from sweep.contract import TrialConfig
 from sweep.ledger import LedgerWriter
-from sweep.trial import TrialConfig, run_trial
+from sweep.trial import run_trial
 from tests.replay_table import write_table
 
 

@@ -12,9 +12,9 @@ import torch
 
 from sweep import perf
 from sweep.backends.mjx_locomotion import MjxLocomotionEnv, with_overrides
-from sweep.learner import SweepLoop
+from sweep.contract import TrialConfig
+from sweep.learner import SweepLoop, agent_config
 from sweep.ledger import PhaseClock
-from sweep.trial import TrialConfig, agent_config
 
 N, T = 16, 8
 #: Relative tolerance for flags documented as exact "within 1e-5 relative" (different float summation order).

@@ -13,9 +13,9 @@ import torch
 
 from sweep import perf
 from sweep.backends.mjx_locomotion import MjxLocomotionEnv, with_overrides
-from sweep.learner import SweepLoop
+from sweep.contract import TrialConfig
+from sweep.learner import SweepLoop, agent_config
 from sweep.ledger import PhaseClock
-from sweep.trial import TrialConfig, agent_config
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 N, T = 512, 8

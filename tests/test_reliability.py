@@ -18,8 +18,9 @@ import torch
 import yaml
 
 from sweep.backends.mjx_locomotion import MjxLocomotion
+from sweep.contract import CONTINUE
 from sweep.ledger import last_rows, metrics, read_rows
-from sweep.trial import CONTINUE, run_trial
+from sweep.trial import run_trial
 from tests.helpers import tiny_trial
 from tests.test_run import ROOT, run, space_file, study
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from sweep.backends.replay import config_key, load_table
+from sweep.contract import CONTINUE, PRUNE, TrialConfig
 from sweep.ledger import last_rows
-from sweep.trial import CONTINUE, PRUNE, TrialConfig, run_trial
+from sweep.trial import run_trial
 from tests.helpers import ROOT, search_efficiency
 from tests.replay_table import write_table
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from sweep.contract import CONTINUE
 from sweep.ledger import metrics, read_rows
-from sweep.trial import CONTINUE, run_trial
+from sweep.trial import run_trial
 from tests.helpers import ROOT, run_module, tiny_trial
 
 

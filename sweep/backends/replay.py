@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep.backends.base import Backend, Profile, TaskEnv
+from sweep.contract import Decision
 from sweep.errors import ConfigError
 from sweep.ledger import Row
 
@@ -130,9 +131,9 @@ class ReplayBackend(Backend):
             success = rec.get("success")
             if success is not None and success >= cfg.target:
                 final = make(rec, "reached", f"held-out success {success:.3f} >= target {cfg.target:g}")
-            elif answer == "prune":
+            elif answer == Decision.PRUNE:
                 final = make(rec, "pruned", "stopped by the planner: cannot beat the best cost to target")
-            elif answer == "stop":
+            elif answer == Decision.STOP:
                 final = make(rec, "capped", "stopped by the planner: study budget spent")
             else:
                 continue

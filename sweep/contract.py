@@ -1,0 +1,106 @@
+"""The contract between the planner and a trial: what a trial is asked to run, how its config is named in the
+ledger, and what the planner may answer after each checkpoint. Below every other module that speaks of trials
+(planner, space, scheduler, workers, the trial itself), so none of them imports another to get these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from sweep import perf
+from sweep.backends import get_backend
+from sweep.errors import ConfigError
+from sweep.evaluation import DEFAULT_EPISODES, check_training_seed
+
+
+class Decision(str, Enum):
+    """What the planner answers a running trial after each checkpoint row (a ``str``: it crosses Ray as text)."""
+
+    CONTINUE = "continue"
+    PRUNE = "prune"
+    """Stop: it cannot beat the best known cost to target."""
+    STOP = "stop"
+    """Stop: the study is ending (budget spent, Ctrl-C)."""
+
+
+CONTINUE, PRUNE, STOP = Decision.CONTINUE, Decision.PRUNE, Decision.STOP
+
+
+@dataclass
+class TrialConfig:
+    """Everything one trial needs; every field can be set on the command line as ``key=value``."""
+
+    backend: str = "mjx_locomotion"
+    """Simulator backend (registry name)."""
+    profile: str = "cpu"
+    """Task difficulty profile of the backend ('cpu' or 'gpu' for mjx_locomotion)."""
+    num_envs: int = 256
+    """Parallel environments in the training env."""
+    num_steps_per_env: int = 24
+    """Rollout horizon: control steps per env per PPO iteration."""
+    num_mini_batches: int = 4
+    """PPO mini-batches per epoch."""
+    num_learning_epochs: int = 5
+    """PPO epochs per iteration."""
+    seed: int = 1
+    """Training seed, in [0, 2**31); held-out seeds are above that range."""
+    target: float = 0.9
+    """Held-out success rate that ends the trial as 'reached'."""
+    eval_episodes: int = DEFAULT_EPISODES
+    """Episodes in the held-out panel (one env each)."""
+    eval_every_steps: int = 240
+    """Control steps per env between held-out evaluations (rounded to whole iterations)."""
+    cap_s: float = 600.0
+    """Per-trial cap in billable seconds; the trial ends 'capped' past it."""
+    mode: str = "sweep"
+    """'sweep' (this runner, perf flags apply) or 'stock' (rsl-rl OnPolicyRunner.learn unchanged)."""
+    device: str = "auto"
+    """'auto' (the GPU when there is one), 'cpu', 'cuda' or 'cuda:N'."""
+    flags: dict[str, Any] = field(default_factory=dict)
+    """Performance flags by name (see sweep.perf); missing flags take their defaults."""
+    save_checkpoints: bool = True
+    """Write the latest model to the trial folder at every checkpoint."""
+    backend_options: dict[str, Any] = field(default_factory=dict)
+    """Backend-specific options (e.g. the recorded table of the replay backend)."""
+
+    @property
+    def eval_every(self) -> int:
+        """Iterations between evaluations."""
+        return max(1, round(self.eval_every_steps / self.num_steps_per_env))
+
+    def validate(self) -> TrialConfig:
+        """Reject bad values before anything is built (errors name the key)."""
+        for key in ("num_envs", "num_steps_per_env", "num_mini_batches", "num_learning_epochs", "eval_episodes"):
+            value = getattr(self, key)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ConfigError(f"{key}: must be a positive integer (got {value!r})")
+        for key in ("eval_every_steps", "cap_s"):
+            if not isinstance(getattr(self, key), (int, float)) or getattr(self, key) <= 0:
+                raise ConfigError(f"{key}: must be > 0 (got {getattr(self, key)!r})")
+        if not 0 < self.target <= 1:
+            raise ConfigError(f"target: must be in (0, 1] (got {self.target!r})")
+        if self.mode not in ("sweep", "stock"):
+            raise ConfigError(f"mode: must be 'sweep' or 'stock' (got {self.mode!r})")
+        if self.num_envs * self.num_steps_per_env < self.num_mini_batches:
+            raise ConfigError("num_mini_batches: more mini-batches than samples per iteration")
+        check_training_seed(self.seed)
+        backend = get_backend(self.backend)
+        backend.check_profile(self.profile)
+        perf.resolve(self.flags)
+        return self
+
+
+def trial_params(cfg: TrialConfig) -> dict[str, Any]:
+    """The knobs that identify a trial's config in the ledger (flags resolved to their values)."""
+    return {
+        "backend": cfg.backend,
+        "profile": cfg.profile,
+        "num_envs": cfg.num_envs,
+        "num_steps_per_env": cfg.num_steps_per_env,
+        "num_mini_batches": cfg.num_mini_batches,
+        "num_learning_epochs": cfg.num_learning_epochs,
+        "mode": cfg.mode,
+        **{f"flag.{k}": v for k, v in perf.resolve(cfg.flags).items()},
+    }
