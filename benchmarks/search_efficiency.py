@@ -20,80 +20,17 @@ import argparse
 import random
 import statistics
 import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
 from sweep import config as config_mod
 from sweep.backends.replay import config_key, load_table
-from sweep.contract import CONTINUE, TrialConfig
+from sweep.inline import InlinePool
 from sweep.ledger import last_rows, metrics, read_rows, summary_figures
 from sweep.planner import Planner
 from sweep.prices import resolve
-from sweep.trial import run_trial
 
 PRICE = resolve("custom", usd_per_hour=3600.0)  # 1 billable second = $1: figures read as seconds too
-
-
-class InlinePool:
-    """The planner's pool interface, trials run in threads of this process (replayed trials only)."""
-
-    size = 1
-
-    def __init__(self) -> None:
-        self.rows: list[dict] = []
-        self.lock = threading.Lock()
-        self.answers: dict[tuple[int, int], tuple[threading.Event, list[str]]] = {}
-        self.threads: dict[int, threading.Thread] = {}
-
-    def idle(self) -> int:
-        return self.size - sum(t.is_alive() for t in self.threads.values())
-
-    def submit(self, trial: int, cfg: TrialConfig, run_id: str, price: Any, out_dir: str) -> str:
-        def sink(row: Any) -> str:
-            event, answer = threading.Event(), [CONTINUE]
-            key = (row.trial, row.iteration)
-            if row.state == "running":
-                with self.lock:
-                    self.answers[key] = (event, answer)
-            with self.lock:
-                self.rows.append(row.__dict__)
-            if row.state == "running":
-                event.wait(30)
-            return answer[0]
-
-        thread = threading.Thread(
-            target=run_trial,
-            args=(cfg, sink),
-            kwargs={
-                "run_id": run_id,
-                "trial": trial,
-                "price_usd_per_hour": price.usd_per_hour,
-                "price_label": price.label,
-            },
-            daemon=True,
-        )
-        self.threads[trial] = thread
-        thread.start()
-        return "inline"
-
-    def drain_rows(self) -> list[dict]:
-        with self.lock:
-            rows, self.rows = self.rows, []
-        return rows
-
-    def lost(self) -> list[tuple[int, str]]:
-        return []
-
-    def decide(self, trial: int, iteration: int, answer: str) -> None:
-        with self.lock:
-            event, box = self.answers.pop((trial, iteration), (None, None))
-        if event is not None:
-            box[0] = answer
-            event.set()
-
-    def stop_all(self) -> None:
-        pass
 
 
 def table_space(table: dict[str, Any]) -> dict[str, list]:

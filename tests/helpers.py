@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def search_efficiency():
-    """``benchmarks/search_efficiency.py`` as a module (its in-process pool and strategies)."""
+    """``benchmarks/search_efficiency.py`` as a module (its search strategies, tested on recorded tables)."""
     spec = importlib.util.spec_from_file_location("search_efficiency", ROOT / "benchmarks" / "search_efficiency.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

@@ -11,18 +11,18 @@ import pytest
 
 from sweep import config, space
 from sweep.errors import ConfigError
+from sweep.inline import InlinePool
 from sweep.ledger import LedgerWriter, Row, last_rows, read_rows
 from sweep.planner import Planner
 from sweep.prices import resolve
-from tests.helpers import search_efficiency
 from tests.replay_table import write_table
 
 PRICE = resolve("custom", usd_per_hour=3600.0)  # $1 per billable second
 
 
-def inline_pool(size: int = 1):
-    """The in-process pool the search benchmark uses (replayed trials only), with ``size`` slots."""
-    pool = search_efficiency().InlinePool()
+def inline_pool(size: int = 1) -> InlinePool:
+    """The in-process pool (replayed trials only), with ``size`` slots."""
+    pool = InlinePool()
     pool.size = size
     return pool
 
