@@ -18,7 +18,7 @@ import yaml
 from sweep.errors import ConfigError
 
 #: Where ``space=<name>`` is looked up (besides a path to a file).
-SPACES_DIR = Path(__file__).resolve().parents[1] / "search_spaces"
+SPACES_DIR = Path(__file__).resolve().parent / "spaces"  # shipped inside the package (package data)
 
 
 @dataclass
@@ -112,7 +112,7 @@ class RunConfig:
     """Everything ``python -m sweep.run`` needs."""
 
     space: str = "locomotion"
-    """Search-space name (search_spaces/<name>.yaml) or path."""
+    """Search-space name (sweep/spaces/<name>.yaml) or path."""
     backend: str = "mjx_locomotion"
     profile: str = "auto"
     """Task profile; 'auto' picks 'gpu' with a GPU, 'cpu' without."""

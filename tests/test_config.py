@@ -28,3 +28,39 @@ def test_a_space_file_naming_an_unknown_knob_in_its_design_is_still_rejected() -
     assert config.drop_unfit_initial(cfg) == []
     with pytest.raises(ConfigError, match=r"initial\[0\]\.num_env: unknown knob"):
         config.validate(cfg)
+
+
+def test_the_search_spaces_ship_inside_the_package(tmp_path, monkeypatch) -> None:
+    """A non-editable install carries the spaces: they are package data, found from any folder."""
+    import subprocess
+    import sys
+    import zipfile
+    from pathlib import Path
+
+    from sweep import config as config_mod
+
+    root = Path(__file__).resolve().parents[1]
+    assert config_mod.SPACES_DIR.parent == Path(config_mod.__file__).resolve().parent
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(root),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = tmp_path.glob("sweep-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    shipped = {f"sweep/spaces/{p.name}" for p in config_mod.SPACES_DIR.glob("*.yaml")}
+    assert {"sweep/spaces/locomotion.yaml", "sweep/spaces/anymal_d_flat.yaml"} <= shipped <= names
+    monkeypatch.chdir(tmp_path)  # not the checkout
+    assert config_mod.find_space("locomotion") == config_mod.SPACES_DIR / "locomotion.yaml"
