@@ -38,9 +38,7 @@ def implied_agent_config(cfg: Any) -> dict[str, Any]:
     from sweep import perf
     from sweep.learner import agent_config
 
-    agent = agent_config(cfg)
-    perf.apply_to_agent_config(agent, {**perf.resolve(cfg.flags), "compile_cache": False})  # no JAX side effect
-    return agent
+    return agent_config(cfg, perf.resolve(cfg.flags))
 
 
 def recommended(run_dir: Path, rows: list[dict]) -> dict[str, Any] | None:
@@ -94,7 +92,7 @@ def recommended(run_dir: Path, rows: list[dict]) -> dict[str, Any] | None:
         "trial": asdict(cfg),
     }
     if hasattr(backend, "export_section"):
-        doc.update(backend.export_section(cfg))
+        doc.update(backend.export_section(cfg, implied_agent_config(cfg)))
     return doc
 
 

@@ -57,9 +57,10 @@ class PolicyTimer:
         return seconds
 
 
-def agent_config(cfg: Any) -> dict[str, Any]:
-    """The rsl-rl 5.5 runner/agent config this trial trains with (also what the exported YAML shows)."""
-    return {
+def agent_config(cfg: Any, flags: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The rsl-rl 5.5 runner/agent config a trial trains with (what the exported YAML shows), with the perf
+    ``flags`` that act through it applied (``check_for_nan``, mixed precision, the PPO class). No side effects."""
+    out = {
         "num_steps_per_env": cfg.num_steps_per_env,
         "save_interval": 10**9,
         "obs_groups": {"actor": ["policy"], "critic": ["policy"]},
@@ -94,6 +95,9 @@ def agent_config(cfg: Any) -> dict[str, Any]:
             "obs_normalization": True,
         },
     }
+    if flags is not None:
+        perf.apply_to_agent_config(out, flags)
+    return out
 
 
 def describe_device(device: str) -> str:
@@ -123,8 +127,8 @@ def build_learner(
     from rsl_rl.algorithms import PPO
 
     torch.manual_seed(cfg.seed)
-    train_cfg = agent_config(cfg)
-    perf.apply_to_agent_config(train_cfg, flags)
+    perf.apply_to_process(flags)
+    train_cfg = agent_config(cfg, flags)
     with contextlib.redirect_stdout(io.StringIO()):  # rsl-rl prints the model structure
         if cfg.mode == "stock":
             runner, alg = _stock_runner(env, train_cfg, device, out_dir, trial)

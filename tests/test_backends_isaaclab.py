@@ -25,6 +25,7 @@ from sweep.backends import isaaclab_cfg as ilc
 from sweep.contract import TrialConfig
 from sweep.errors import ConfigError, MissingExtraError, SweepError
 from sweep.evaluation import evaluate, panel_seeds
+from sweep.export import implied_agent_config
 from sweep.ledger import read_rows
 from tests import isaaclab_standin as standin
 from tests.helpers import run_module
@@ -431,7 +432,7 @@ def test_export_keeps_declared_fields_in_agent_and_env_and_the_rest_apart() -> N
         flags=flags,
         backend_options=options,
     )
-    section = get_backend("isaaclab").export_section(cfg)["isaaclab"]
+    section = get_backend("isaaclab").export_section(cfg, implied_agent_config(cfg))["isaaclab"]
     expected = ilc.overrides(8192, 12, 5, options, num_mini_batches=4, num_learning_epochs=5)
     assert section["task"] == FLAT and section["override"] == " ".join(expected)
     assert section["command"] == f"python -m isaaclab train --rl_library rsl_rl --task {FLAT} {section['override']}"
@@ -450,7 +451,7 @@ def test_export_keeps_declared_fields_in_agent_and_env_and_the_rest_apart() -> N
 
 def test_export_without_isaac_only_knobs_sets_only_the_scene() -> None:
     cfg = TrialConfig(backend="isaaclab", profile=FLAT, num_envs=2048, num_steps_per_env=48)
-    section = get_backend("isaaclab").export_section(cfg)["isaaclab"]
+    section = get_backend("isaaclab").export_section(cfg, implied_agent_config(cfg))["isaaclab"]
     assert section["env"] == {"scene": {"num_envs": 2048}} and section["physics_preset"] == "newton_mjwarp"
     assert section["rsl_rl_only"]["check_for_nan"] is True and "torch_compile_mode" not in section["rsl_rl_only"]
 
@@ -492,7 +493,8 @@ def test_exported_agent_fields_are_declared_by_isaac_labs_config_classes() -> No
 
     from isaaclab_rl.rsl_rl import RslRlOnPolicyRunnerCfg, RslRlPpoAlgorithmCfg
 
-    section = get_backend("isaaclab").export_section(TrialConfig(backend="isaaclab", profile=FLAT))["isaaclab"]
+    cfg = TrialConfig(backend="isaaclab", profile=FLAT)
+    section = get_backend("isaaclab").export_section(cfg, implied_agent_config(cfg))["isaaclab"]
     assert set(section["agent"]) <= {f.name for f in fields(RslRlOnPolicyRunnerCfg)}
     assert set(section["agent"]["algorithm"]) <= {f.name for f in fields(RslRlPpoAlgorithmCfg)}
 

@@ -28,8 +28,8 @@ def one_iteration(flags: dict, seed: int = 5) -> tuple[torch.Tensor, dict[str, f
     flags = perf.resolve(flags)
     cfg = TrialConfig(num_envs=N, num_steps_per_env=T, num_mini_batches=2, num_learning_epochs=2, flags=flags)
     env = MjxLocomotionEnv(N, seed, "cpu", with_overrides("cpu", episode_steps=50), donate=flags["buffer_donation"])
-    train_cfg = agent_config(cfg)
-    perf.apply_to_agent_config(train_cfg, flags)
+    train_cfg = agent_config(cfg, flags)
+    perf.apply_to_process(flags)
     torch.manual_seed(seed)
     with contextlib.redirect_stdout(io.StringIO()):
         alg = PPO.construct_algorithm(

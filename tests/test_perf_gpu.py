@@ -28,8 +28,8 @@ def algorithm(env: MjxLocomotionEnv, flags: dict) -> tuple[Any, TrialConfig, dic
 
     flags = perf.resolve(flags)
     cfg = TrialConfig(num_envs=N, num_steps_per_env=T, num_mini_batches=2, num_learning_epochs=2, flags=flags)
-    train_cfg = agent_config(cfg)
-    perf.apply_to_agent_config(train_cfg, flags)
+    train_cfg = agent_config(cfg, flags)
+    perf.apply_to_process(flags)
     torch.manual_seed(5)
     with contextlib.redirect_stdout(io.StringIO()):
         alg = PPO.construct_algorithm(

@@ -372,14 +372,14 @@ class IsaacLab(Backend):
         names = ("isaaclab", "newton", "mujoco-warp", "warp-lang", "isaacsim")
         return {name: found[name] for name in names if name in found}
 
-    def export_section(self, cfg: Any) -> dict[str, Any]:
-        """recommended.yaml's ``isaaclab`` section: task, override line, declared-only agent/env, the rest apart."""
+    def export_section(self, cfg: Any, agent_cfg: dict[str, Any]) -> dict[str, Any]:
+        """recommended.yaml's ``isaaclab`` section from the trial's config and the rsl-rl ``agent_cfg`` it trained
+        with: task, override line, declared-only agent/env, the rest apart."""
         from sweep import perf
-        from sweep.export import implied_agent_config
 
         knobs = check_knobs({k: v for k, v in cfg.backend_options.items() if k in KNOBS})
         flags = perf.resolve(cfg.flags)
-        agent, rsl_rl_only = split_agent_config(implied_agent_config(cfg))
+        agent, rsl_rl_only = split_agent_config(agent_cfg)
         agent["seed"] = cfg.seed
         rsl_rl_only["perf_flags"] = flags
         ppo = {"num_mini_batches": cfg.num_mini_batches, "num_learning_epochs": cfg.num_learning_epochs}

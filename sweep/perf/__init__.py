@@ -194,7 +194,7 @@ def backend_knobs(flags: dict[str, Any], supported: tuple[str, ...]) -> dict[str
 
 
 def apply_to_agent_config(train_cfg: dict, flags: dict[str, Any]) -> None:
-    """Flags that rsl-rl already has a config key for, and the PPO class to use."""
+    """Flags that rsl-rl already has a config key for, and the PPO class to use (edits ``train_cfg`` only)."""
     if flags["torch_compile"] != "none":
         train_cfg["torch_compile_mode"] = flags["torch_compile"]
     train_cfg["algorithm"]["use_mixed_precision"] = bool(flags["bf16_update"])
@@ -202,6 +202,10 @@ def apply_to_agent_config(train_cfg: dict, flags: dict[str, Any]) -> None:
     if any(flags[name] for name in _UPDATE_FLAGS):
         train_cfg["algorithm"]["class_name"] = "sweep.perf.ppo:FastPPO"
         train_cfg["algorithm"]["perf_flags"] = {name: flags[name] for name in _UPDATE_FLAGS}
+
+
+def apply_to_process(flags: dict[str, Any]) -> None:
+    """Process-wide switches a trial turns on before it builds anything (the persistent XLA compile cache)."""
     if flags["compile_cache"]:
         enable_compile_cache()
 
