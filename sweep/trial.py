@@ -24,6 +24,7 @@ from sweep.errors import ConfigError
 from sweep.evaluation import DEFAULT_EPISODES, check_training_seed, evaluate, panel_seeds
 from sweep.learner import build_learner, device_sync
 from sweep.ledger import PhaseClock, Row
+from sweep.tblog import TrialScalars
 
 #: What a sink may answer after each checkpoint row.
 CONTINUE, PRUNE, STOP = "continue", "prune", "stop"
@@ -216,13 +217,22 @@ def run_trial(
             price_label=price_label,
             params=params,
         )
+    scalars = TrialScalars(checkpoints.trial_dir(out_dir, trial)) if out_dir is not None else None
+
+    def emit(r: Row) -> str:
+        """Hand a row to the sink, after writing its TensorBoard scalars (billed to 'log')."""
+        if scalars is not None:
+            with clock.phase("log"):
+                scalars.write(r)
+        return sink(r)
+
     def end(state_name: str, reason: str) -> Row:
         """The trial's end row, sent; a trial that did not reach the target drops its checkpoint if asked."""
         if state_name != "reached" and cfg.checkpoints == "reached" and out_dir is not None and state["ckpt"]:
             checkpoints.prune(out_dir, trial)
             state["ckpt"] = ""
         final = row(state_name, reason)
-        sink(final)
+        emit(final)
         return final
 
     try:
@@ -258,7 +268,7 @@ def run_trial(
                 if cfg.save_checkpoints and out_dir is not None:
                     meta = checkpoint_meta(cfg, run_id, trial, state, alg, env)
                     state["ckpt"] = checkpoints.save(alg.save(), meta, out_dir, trial)
-            answer = sink(row("running"))
+            answer = emit(row("running"))
             if result.rate >= cfg.target:
                 return end("reached", f"held-out success {result.rate:.3f} >= target {cfg.target:g}")
             if answer == PRUNE:
@@ -271,6 +281,8 @@ def run_trial(
         for e in (env, locals().get("eval_env")):
             if e is not None:
                 e.close()
+        if scalars is not None:
+            scalars.close()
 
 
 def checkpoint_meta(cfg: TrialConfig, run_id: str, trial: int, state: dict, alg: Any, env: Any) -> dict[str, Any]:

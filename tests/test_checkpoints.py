@@ -36,6 +36,7 @@ def test_a_trial_that_did_not_reach_drops_its_checkpoint_when_only_reached_ones_
     assert seen == [("running", "trials/0005/checkpoint.pt", True), ("pruned", "", False)]
     folder = checkpoints.trial_dir(tmp_path, 5)
     assert not (folder / checkpoints.CHECKPOINT_FILE).exists() and not (folder / checkpoints.META_FILE).exists()
+    assert list(folder.glob("events.out.tfevents.*"))  # the TensorBoard record of the trial stays
 
 
 def test_save_replaces_both_files_and_prune_removes_them(tmp_path: Path) -> None:
