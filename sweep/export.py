@@ -14,6 +14,7 @@ extra).
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 import warnings
@@ -239,19 +240,28 @@ def export_onnx(actor: Any, path: Path) -> Path:
     model = actor.as_onnx(verbose=False).to("cpu").eval()
     path.parent.mkdir(parents=True, exist_ok=True)
     batch = torch.export.Dim("batch")
-    with contextlib.redirect_stdout(io.StringIO()):  # the exporter prints its progress
-        torch.onnx.export(
-            model,
-            model.get_dummy_inputs(),
-            str(path),
-            export_params=True,
-            opset_version=18,
-            input_names=model.input_names,
-            output_names=model.output_names,
-            dynamic_shapes=({0: batch},),
-            dynamo=True,
-            verbose=False,
-        )
+    onnx_log = logging.getLogger("torch.onnx")
+    level = onnx_log.level
+    # The exporter prints its progress and warns about torchvision ops an MLP never uses.
+    onnx_log.setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            torch.onnx.export(
+                model,
+                model.get_dummy_inputs(),
+                str(path),
+                export_params=True,
+                opset_version=18,
+                input_names=model.input_names,
+                output_names=model.output_names,
+                dynamic_shapes=({0: batch},),
+                dynamo=True,
+                external_data=False,  # one self-contained file (the weights are a few hundred KB)
+                verbose=False,
+            )
+    finally:
+        onnx_log.setLevel(level)
     return path
 
 

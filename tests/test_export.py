@@ -135,6 +135,7 @@ def test_the_exported_onnx_acts_as_the_trained_policy(reached_run) -> None:
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     (actions,) = session.run(["actions"], {"obs": obs.numpy()})
     torch.testing.assert_close(torch.from_numpy(actions), expected, rtol=1e-5, atol=1e-5)
+    assert not path.with_name("policy.onnx.data").exists()  # one self-contained file
 
 
 def test_without_the_onnx_packages_torchscript_is_written_and_one_line_says_why(
