@@ -130,6 +130,9 @@ class RunConfig:
     """'tpe' (Optuna TPE with constraints), 'random' or 'grid'."""
     prune: bool = True
     """Stop trials that cannot beat the best known cost to target."""
+    checkpoints: str = "all"
+    """Checkpoints kept in trials/NNNN/ when trials end: 'all' (every trial's latest, as before) or 'reached'
+    (only trials that reached the target). A reached trial's checkpoint is never deleted."""
     initial: list[dict[str, Any]] = field(default_factory=list)
     """Configs tried first (e.g. legged_gym's 4096 x 24), each a partial knob assignment."""
     out: str = "reports"
@@ -394,6 +397,9 @@ def _validate(cfg: RunConfig) -> RunConfig:
             f"exceeds budget.usd ({cfg.budget.usd:g}), so no trial could start; raise the study budget or lower "
             "the per-trial cap"
         )
+    from sweep import checkpoints
+
+    checkpoints.check_keep(cfg.checkpoints, key=f"{where}: checkpoints")
     if cfg.sampler not in ("tpe", "random", "grid"):
         raise ConfigError(f"{where}: sampler: must be 'tpe', 'random' or 'grid' (got {cfg.sampler!r})")
     if cfg.price.gpu != "auto" or cfg.price.usd_per_hour is not None:

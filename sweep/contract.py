@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from sweep import perf
+from sweep import checkpoints, perf
 from sweep.backends import get_backend
 from sweep.errors import ConfigError
 from sweep.evaluation import DEFAULT_EPISODES, check_training_seed
@@ -61,7 +61,10 @@ class TrialConfig:
     flags: dict[str, Any] = field(default_factory=dict)
     """Performance flags by name (see sweep.perf); missing flags take their defaults."""
     save_checkpoints: bool = True
-    """Write the latest model to the trial folder at every checkpoint."""
+    """Write the latest model to the trial folder at every checkpoint (sweep.checkpoints)."""
+    checkpoints: str = "all"
+    """Which checkpoints stay on disk when the trial ends: 'all' (every trial's latest) or 'reached' (only
+    trials that reached the target; the others' files are deleted). A reached one is never deleted."""
     backend_options: dict[str, Any] = field(default_factory=dict)
     """Backend-specific options (e.g. the recorded table of the replay backend)."""
 
@@ -86,6 +89,7 @@ class TrialConfig:
         if self.num_envs * self.num_steps_per_env < self.num_mini_batches:
             raise ConfigError("num_mini_batches: more mini-batches than samples per iteration")
         check_training_seed(self.seed)
+        checkpoints.check_keep(self.checkpoints)
         backend = get_backend(self.backend)
         backend.check_profile(self.profile)
         perf.resolve(self.flags)

@@ -76,6 +76,9 @@ class Row:
     """Why the trial ended this way (failed / pruned / capped)."""
     device: str = ""
     seed: int = 0
+    checkpoint: str = ""
+    """The trial's checkpoint file as of this row, relative to the run folder ('' when none is kept): the one
+    saved at its latest evaluation; on a 'reached' row, the checkpoint that reached the target."""
     wall_time: float = field(default_factory=time.time)
     """Unix time the row was written (s)."""
 

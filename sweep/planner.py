@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sweep import space
+from sweep import checkpoints, space
 from sweep.config import RunConfig
 from sweep.contract import CONTINUE, PRUNE, STOP, trial_params
 from sweep.evaluation import EVAL_SEED_BASE
@@ -225,7 +225,8 @@ class Planner:
             trial.set_user_attr("trial_config", _plain(trial_cfg))
             trial.set_user_attr("knobs", knobs)  # the ledger's params, for a trial that dies before its first row
             self.running[trial.number] = Running(trial.number, trial, knobs, allowance=allowance)
-            node = self.pool.submit(trial.number, trial_cfg, self.cfg.run_id, self.price, str(self.run_dir))
+            # An absolute folder: a worker's working directory need not be the driver's.
+            node = self.pool.submit(trial.number, trial_cfg, self.cfg.run_id, self.price, str(self.run_dir.resolve()))
             trial.set_user_attr("node", node)
 
     def _collect(self, study: Any) -> None:
@@ -273,6 +274,7 @@ class Planner:
         seen = time.time()
         billable = (last["billable_s"] + (seen - last["wall_time"])) if last else (seen - run.started)
         self._write(self._end_row(run.number, run.params, state, reason, billable, last))
+        self._drop_checkpoint(run.number)
         run.optuna_trial.set_user_attr("state", state)
         run.optuna_trial.set_user_attr("reason", reason)
         study.tell(run.optuna_trial, state=optuna.trial.TrialState.FAIL)
@@ -344,6 +346,7 @@ class Planner:
                     frozen.number, frozen.user_attrs.get("knobs", frozen.params), "failed", reason, billable
                 )
             self._append_now(end)
+            self._drop_checkpoint(frozen.number)
             study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
 
     def _end_row(
@@ -365,11 +368,22 @@ class Planner:
             success=last.get("success") if last else None,
             reason=reason,
             seed=number + self.cfg.seeds.training,
+            checkpoint=self._kept(last),
         )
         unclaimed = billable_s - (last["billable_s"] if last else 0.0)
         if unclaimed > 0:
             row.phases_s["other"] = row.phases_s.get("other", 0.0) + unclaimed
         return row.__dict__
+
+    def _kept(self, last: dict | None) -> str:
+        """The checkpoint an end row the planner writes still has on disk (none once dropped)."""
+        return (last or {}).get("checkpoint", "") if self.cfg.checkpoints == "all" else ""
+
+    def _drop_checkpoint(self, number: int) -> None:
+        """A trial the planner closed itself (its worker or the driver died) never reached the target: with
+        ``checkpoints: reached`` its files go, as the trial would have deleted them had it ended on its own."""
+        if self.cfg.checkpoints == "reached":
+            checkpoints.prune(self.run_dir, number)
 
     def _heartbeat(self) -> None:
         """Touch the run's heartbeat file (at most every HEARTBEAT_S): a later resume bills a trial that

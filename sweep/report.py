@@ -52,6 +52,7 @@ def trials_table(rows: list[dict]) -> Any:
                 "success_hi": r.get("success_hi"),
                 "bottleneck": m["bottleneck"],
                 "skipped_updates": r.get("skipped_updates", 0),
+                "checkpoint": r.get("checkpoint") or None,
             }
         )
         rec.update({f"{p}_s": float(r["phases_s"].get(p, 0.0)) for p in PHASES})
@@ -70,6 +71,8 @@ def summary_card(rows: list[dict]) -> dict[str, Any]:
         "pruned_failed_share": figures["pruned_failed_share"],
         "trials_by_state": counts,
         "pareto": figures["pareto"],
+        "reached_trials": counts.get("reached", 0),
+        "usd_per_reached": figures["usd_per_reaching_trial"],
         "recommended": None,
     }
     best = figures["best_trial"]
@@ -88,6 +91,7 @@ def summary_card(rows: list[dict]) -> dict[str, Any]:
             "price_label": r["price_label"],
             "price_usd_per_hour": r["price_usd_per_hour"],
             "device": r.get("device", ""),
+            "checkpoint": r.get("checkpoint") or None,
         }
     return card
 
@@ -284,7 +288,9 @@ def _card_html(card: dict[str, Any]) -> str:
             f"<p><b>Recommended (trial {rec['trial']}):</b> {html.escape(knobs)}</p>",
             "<ul>",
             f"<li>USD to target: <b>${rec['usd_to_target']:.4f}</b>; wall-clock to target: "
-            f"<b>{rec['wall_to_target_s']:.1f} s</b></li>",
+            f"<b>{rec['wall_to_target_s']:.1f} s</b>; study spend per target-reaching checkpoint: "
+            f"<b>${card['usd_per_reached']:.4f}</b> ({_reached(card)})</li>",
+            f"<li>{_checkpoint_html(rec['checkpoint'])}</li>",
             f"<li>held-out success {rec['success']:.3f} ({_ci(lo, hi)}, {rec['eval_episodes']} episodes)</li>",
             f"<li>training throughput {rec['throughput_sps']:,.0f} env steps/s; bottleneck: {rec['bottleneck']}</li>",
             f"<li>price: {html.escape(rec['price_label'])} (${rec['price_usd_per_hour']:g}/h), device "
@@ -299,6 +305,22 @@ def _card_html(card: dict[str, Any]) -> str:
         f"and failed trials. Trials: {states}.</p>"
     )
     return "\n".join(lines)
+
+
+def _reached(card: dict[str, Any]) -> str:
+    n = card["reached_trials"]
+    return f"{n} trial{'s' if n != 1 else ''} reached the target"
+
+
+def _checkpoint_html(path: str | None) -> str:
+    """A link to the winner's checkpoint, relative to the run folder (where report.html lies)."""
+    if not path:
+        return "checkpoint: none saved (replayed trial, or checkpoints off)"
+    link = html.escape(path, quote=True)
+    return (
+        f'checkpoint: <a href="{link}">{html.escape(path)}</a> '
+        "(<code>python -m sweep.export</code> on this folder writes it as TorchScript and ONNX)"
+    )
 
 
 def _table_html(trials: Any) -> str:
@@ -385,6 +407,8 @@ def text_summary(run_dir: str | Path) -> str:
             f"  USD to target ${rec['usd_to_target']:.4f}, wall to target {rec['wall_to_target_s']:.1f} s, "
             f"held-out success {rec['success']:.3f} ({_ci(lo, hi)}), "
             f"{rec['throughput_sps']:,.0f} env steps/s, {rec['bottleneck']}",
+            f"  study spend per target-reaching checkpoint ${card['usd_per_reached']:.4f} ({_reached(card)}); "
+            f"checkpoint {rec['checkpoint'] or 'none saved'}",
             f"Pareto set (USD, wall-clock): trials {card['pareto']}",
         ]
     else:

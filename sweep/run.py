@@ -26,7 +26,7 @@ RUN_FILES = ("config.yaml", "study.db")
 
 
 #: Top-level keys a resumed run may change (the study's space, target and seeds stay as they were).
-RESUME_OVERRIDABLE = ("budget", "price", "workers", "prune")
+RESUME_OVERRIDABLE = ("budget", "price", "workers", "prune", "checkpoints")
 
 
 def prepare(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool]:

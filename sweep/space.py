@@ -56,6 +56,7 @@ def trial_config(params: dict[str, Any], cfg: RunConfig, profile: str, seed: int
         device=cfg.device,
         flags=flags,
         backend_options=dict(cfg.backend_options),
+        checkpoints=cfg.checkpoints,
     )
 
 

@@ -17,12 +17,13 @@ from typing import Any
 
 import torch
 
-from sweep import perf
+from sweep import checkpoints, perf
 from sweep.backends import get_backend
 from sweep.contract import PRUNE, STOP, TrialConfig, trial_params
 from sweep.evaluation import evaluate, panel_seeds
 from sweep.learner import build_learner, describe_device, device_sync, resolve_device
 from sweep.ledger import PhaseClock, Row
+from sweep.tblog import TrialScalars
 
 
 def peak_memory_gib(device: str, env: Any) -> tuple[float | None, float | None]:
@@ -48,7 +49,7 @@ def run_trial(
     """Run one trial to its end, sending a ledger row to ``sink`` per checkpoint and one at the end."""
     clock = PhaseClock()
     params = trial_params(cfg)
-    state = {"it": 0, "env_steps": 0, "success": None, "ci": (None, None), "skipped": 0, "ret": None}
+    state = {"it": 0, "env_steps": 0, "success": None, "ci": (None, None), "skipped": 0, "ret": None, "ckpt": ""}
     device = "cpu"
     env = None
 
@@ -77,6 +78,7 @@ def run_trial(
             reason=reason,
             device=describe_device(device),
             seed=cfg.seed,
+            checkpoint=state["ckpt"],
         )
 
     backend = get_backend(cfg.backend)
@@ -90,6 +92,24 @@ def run_trial(
             price_label=price_label,
             params=params,
         )
+    scalars = TrialScalars(checkpoints.trial_dir(out_dir, trial)) if out_dir is not None else None
+
+    def emit(r: Row) -> str:
+        """Hand a row to the sink, after writing its TensorBoard scalars (billed to 'log')."""
+        if scalars is not None:
+            with clock.phase("log"):
+                scalars.write(r)
+        return sink(r)
+
+    def end(state_name: str, reason: str) -> Row:
+        """The trial's end row, sent; a trial that did not reach the target drops its checkpoint if asked."""
+        if state_name != "reached" and cfg.checkpoints == "reached" and out_dir is not None and state["ckpt"]:
+            checkpoints.prune(out_dir, trial)
+            state["ckpt"] = ""
+        final = row(state_name, reason)
+        emit(final)
+        return final
+
     try:
         flags = perf.resolve(cfg.flags)
         with clock.phase("startup"):
@@ -115,36 +135,46 @@ def run_trial(
             state["skipped"] = perf.skipped_updates(alg)
             state["ret"] = getattr(trainer, "take_mean_return", lambda: None)()
             if clock.billable_s() >= cfg.cap_s:
-                final = row("capped", f"per-trial cap of {cfg.cap_s:g} billable seconds reached")
-                sink(final)
-                return final
+                return end("capped", f"per-trial cap of {cfg.cap_s:g} billable seconds reached")
             with clock.phase("eval"):
                 result = evaluate(alg.get_policy(), eval_env, seeds)
             state["success"], state["ci"] = result.rate, result.interval
             with clock.phase("checkpoint"):
                 if cfg.save_checkpoints and out_dir is not None:
-                    path = Path(out_dir) / "trials" / f"{trial:04d}" / "checkpoint.pt"
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    torch.save(alg.save(), path)
-            answer = sink(row("running"))
+                    meta = checkpoint_meta(cfg, run_id, trial, state, alg, env)
+                    state["ckpt"] = checkpoints.save(alg.save(), meta, out_dir, trial)
+            answer = emit(row("running"))
             if result.rate >= cfg.target:
-                final = row("reached", f"held-out success {result.rate:.3f} >= target {cfg.target:g}")
-            elif answer == PRUNE:
-                final = row("pruned", "stopped by the planner: cannot beat the best cost to target")
-            elif answer == STOP:
-                final = row("capped", "stopped by the planner: study budget spent")
-            else:
-                continue
-            sink(final)
-            return final
+                return end("reached", f"held-out success {result.rate:.3f} >= target {cfg.target:g}")
+            if answer == PRUNE:
+                return end("pruned", "stopped by the planner: cannot beat the best cost to target")
+            if answer == STOP:
+                return end("capped", "stopped by the planner: study budget spent")
     except (Exception, SystemExit) as exc:  # any failure ends the trial, billed, with its reason (never the worker)
-        final = row("failed", failure_reason(exc))
-        sink(final)
-        return final
+        return end("failed", failure_reason(exc))
     finally:
         for e in (env, locals().get("eval_env")):
             if e is not None:
                 e.close()
+        if scalars is not None:
+            scalars.close()
+
+
+def checkpoint_meta(cfg: TrialConfig, run_id: str, trial: int, state: dict, alg: Any, env: Any) -> dict[str, Any]:
+    """What ``checkpoint.json`` records: the ledger row the checkpoint belongs to and the actor's sizes."""
+    return {
+        "run_id": run_id,
+        "trial": trial,
+        "iteration": state["it"],
+        "env_steps": state["env_steps"],
+        "success": state["success"],
+        "success_lo": state["ci"][0],
+        "success_hi": state["ci"][1],
+        "eval_episodes": cfg.eval_episodes,
+        "reached": state["success"] >= cfg.target,
+        "obs_dim": int(alg.get_policy().obs_dim),
+        "num_actions": int(env.num_actions),
+    }
 
 
 def failure_reason(exc: BaseException) -> str:

@@ -47,3 +47,38 @@ def tiny_trial(**overrides) -> TrialConfig:
     )
     base.update(overrides)
     return TrialConfig(**base).validate()
+
+
+def reached_trial(run_dir: Path, **overrides):
+    """A tiny real trial that reaches a low target, written as a run folder (ledger, checkpoint, TensorBoard);
+    only reached checkpoints are kept (``checkpoints="reached"``).
+
+    Returns the trained PPO algorithm as the trial left it: the one whose checkpoint reached the target.
+    """
+    import sweep.trial as trial_mod
+    from sweep.ledger import LedgerWriter
+
+    trained = {}
+    build = trial_mod.build_learner
+
+    def keep(*args, **kwargs):
+        trainer, alg = build(*args, **kwargs)
+        trained["alg"] = alg
+        return trainer, alg
+
+    trial_mod.build_learner = keep
+    try:
+        with LedgerWriter(run_dir / "ledger.jsonl") as w:
+            final = trial_mod.run_trial(
+                tiny_trial(**{"target": 0.05, "cap_s": 600.0, "checkpoints": "reached", **overrides}),
+                lambda r: w.append(r) or "continue",
+                run_id="reached",
+                trial=3,
+                price_usd_per_hour=1.0,
+                price_label="test",
+                out_dir=run_dir,
+            )
+    finally:
+        trial_mod.build_learner = build
+    assert final.state == "reached", final.reason
+    return trained["alg"]

@@ -57,6 +57,7 @@ FILE_CASES = [
     (with_("price", "kind", "reserved"), "price.kind"),
     (with_("price", "usd_per_hour", -3.0), "usd_per_hour"),
     (with_("knobs", "flags", {"warp_drive": [True]}), "warp_drive"),
+    (with_("checkpoints", None, "best"), "checkpoints"),
     (with_("knobs", "flags", {"fused_optimizer": ["yes"]}), "fused_optimizer"),
     ({**GOOD, "initial": [{"num_envs": 4096}]}, "initial[0].num_envs"),
     (with_("sampler", None, "cmaes"), "sampler"),

@@ -9,7 +9,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from sweep import config, space
+from sweep import checkpoints, config, space
 from sweep.errors import ConfigError
 from sweep.inline import InlinePool
 from sweep.ledger import LedgerWriter, Row, last_rows, read_rows
@@ -86,6 +86,21 @@ def test_resume_keeps_an_end_that_reached_the_ledger_before_the_crash(tmp_path: 
     assert read_rows(run_dir / "ledger.jsonl") == before  # no 'failed' row appended over the recorded end
     study = optuna.load_study(study_name="sweep", storage=f"sqlite:///{run_dir / 'study.db'}")
     assert study.trials[0].state == optuna.trial.TrialState.COMPLETE and study.trials[0].values[0] == 12.0
+
+
+def test_a_trial_the_planner_closes_drops_its_checkpoint_when_only_reached_ones_are_kept(tmp_path: Path) -> None:
+    cfg = make_cfg(tmp_path, **{"budget.max_trials": 1, "checkpoints": "reached"})
+    run_dir = tmp_path / "run"
+    planner(cfg, run_dir).study().ask()
+    # The driver died while trial 0 ran: its last row named the checkpoint it had written
+    rel = checkpoints.save({"actor_state_dict": {}}, {"iteration": 30}, run_dir, 0)
+    last = Row("t", 0, "running", {"num_envs": 64, "num_steps_per_env": 8}, 30, 15360, 12.0, {"sim": 12.0}, 3600.0, "x")
+    last.checkpoint = rel
+    with LedgerWriter(run_dir / "ledger.jsonl") as w:
+        w.append(last)
+    planner(cfg, run_dir).run()
+    end = read_rows(run_dir / "ledger.jsonl")[-1]
+    assert end["state"] == "failed" and end["checkpoint"] == "" and not (run_dir / rel).exists()
 
 
 def test_a_trial_that_died_before_its_first_row_is_billed_to_the_drivers_last_heartbeat(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ def write_run(tmp_path: Path) -> tuple[Path, list[dict]]:
             success_hi=None,
             eval_episodes=256,
             price_label="test",
+            checkpoint=f"trials/{r['trial']:04d}/checkpoint.pt" if r["state"] == "reached" else "",
         )
     run_dir = tmp_path / "run"
     with LedgerWriter(run_dir / "ledger.jsonl") as w:
@@ -65,6 +66,21 @@ def test_tables_equal_numbers_recomputed_from_the_ledger(tmp_path: Path) -> None
     assert burn["left_usd"].iloc[-1] == pytest.approx(11.0)
     curves = report.curves_table(rows)
     assert len(curves) == sum(r["success"] is not None for r in rows)
+
+
+def test_dollars_per_reaching_checkpoint_and_the_winners_checkpoint_are_shown(tmp_path: Path) -> None:
+    run_dir, rows = write_run(tmp_path)
+    card = report.summary_card(rows)
+    assert card["usd_per_reached"] == pytest.approx(39.0 / 2) and card["reached_trials"] == 2
+    rec = card["recommended"]
+    assert rec["usd_to_target"] == pytest.approx(8.0) and rec["checkpoint"] == "trials/0003/checkpoint.pt"
+    trials = report.trials_table(rows).set_index("trial")
+    assert trials.loc[0, "checkpoint"] == "trials/0000/checkpoint.pt" and trials["checkpoint"].isna().sum() == 3
+    html = report.write(run_dir).read_text()
+    assert '<a href="trials/0003/checkpoint.pt">' in html and "$19.5000" in html
+    summary = report.text_summary(run_dir)
+    assert "per target-reaching checkpoint $19.5000 (2 trials reached the target)" in summary
+    assert "checkpoint trials/0003/checkpoint.pt" in summary
 
 
 def test_configs_told_without_running_are_counted_apart_from_pruned_ones(tmp_path: Path) -> None:

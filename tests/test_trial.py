@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -64,7 +65,11 @@ def test_tiny_real_ppo_run_improves_return(tmp_path: Path) -> None:
     assert all(r.success is not None and 0 <= r.success <= 1 for r in checkpoints)
     m = metrics(final.__dict__)
     assert m["throughput_sps"] > 0 and m["usd"] > 0 and final.phases_s["compile"] > 0
-    assert (tmp_path / "trials" / "0000" / "checkpoint.pt").exists()
+    # checkpoints: all (the default) keeps an unreached trial's latest checkpoint, with the row it belongs to
+    assert (tmp_path / "trials" / "0000" / "checkpoint.pt").exists() and final.checkpoint == "trials/0000/checkpoint.pt"
+    meta = json.loads((tmp_path / "trials" / "0000" / "checkpoint.json").read_text())
+    assert meta["iteration"] == checkpoints[-1].iteration and meta["success"] == checkpoints[-1].success
+    assert not meta["reached"]
 
 
 def test_the_cap_is_checked_after_every_iteration_not_only_at_checkpoints(tmp_path: Path) -> None:
