@@ -93,7 +93,48 @@ def summary_card(rows: list[dict]) -> dict[str, Any]:
             "device": r.get("device", ""),
             "checkpoint": r.get("checkpoint") or None,
         }
+    else:
+        card["closest"] = closest_trial(rows)
     return card
+
+
+def closest_trial(rows: list[dict]) -> dict[str, Any] | None:
+    """When no trial reached the target: the trial with the best held-out success, how it ended, and the key
+    that would most likely let it reach (a per-trial cap, the study budget, or the target itself)."""
+    evaluated = [r for r in rows if r.get("success") is not None]
+    if not evaluated:
+        return None
+    best = max(evaluated, key=lambda r: (r["success"], -r["billable_s"]))
+    end = last_rows(rows)[best["trial"]]
+    reason = end.get("reason", "")
+    if "per-trial cap" in reason:
+        key = "budget.trial_usd (the per-trial cap stopped it)"
+    elif end["state"] == "capped":
+        key = "budget.usd (the study budget ran out while it trained)"
+    elif end["state"] == "pruned":
+        key = "prune=false or budget.trial_usd (the planner stopped it on cost)"
+    else:
+        key = "target.success, or budget.trial_usd for longer trials"
+    return {
+        "trial": best["trial"],
+        "params": best["params"],
+        "success": best["success"],
+        "usd": metrics(end)["usd"],
+        "state": end_label(end),
+        "change": key,
+    }
+
+
+def _closest_line(card: dict[str, Any]) -> str:
+    """Which trial came closest to the target and what to change (for a run that found no config)."""
+    near = card.get("closest")
+    if not near:
+        return "no trial was evaluated"
+    return (
+        f"closest: trial {near['trial']} ({describe_params(near['params'])}), "
+        f"held-out success {near['success']:.3f}, {near['state']} after ${near['usd']:.4f}; to go further change "
+        f"{near['change']}"
+    )
 
 
 def curves_table(rows: list[dict]) -> Any:
@@ -298,7 +339,7 @@ def _card_html(card: dict[str, Any]) -> str:
             "</ul>",
         ]
     else:
-        lines.append("<p><b>No trial reached the target.</b></p>")
+        lines.append(f"<p><b>No trial reached the target</b>; {html.escape(_closest_line(card))}.</p>")
     states = ", ".join(f"{n} {s}" for s, n in sorted(card["trials_by_state"].items()))
     lines.append(
         f"<p>Study spend <b>${card['total_usd']:.4f}</b>, of which {100 * card['pruned_failed_share']:.1f}% on pruned "
@@ -412,7 +453,7 @@ def text_summary(run_dir: str | Path) -> str:
             f"Pareto set (USD, wall-clock): trials {card['pareto']}",
         ]
     else:
-        lines.append("no trial reached the target")
+        lines.append(f"no trial reached the target; {_closest_line(card)}")
     return "\n".join(lines)
 
 

@@ -120,6 +120,32 @@ def test_a_long_failure_reason_is_shortened_in_the_table_and_kept_whole_in_the_l
     assert reason not in html.replace(f'title="{reason}"', "")  # shown whole only on hover
 
 
+def test_with_no_trial_at_the_target_the_summary_names_the_closest_and_the_key_to_change(tmp_path: Path) -> None:
+    rows = [row(0, 5, 0.4), row(0, 9, 0.62), row(0, 12, 0.6, "capped"), row(1, 4, 0.3), row(1, 6, 0.35, "pruned")]
+    for r in rows:
+        r.update(
+            run_id="t",
+            params={"num_envs": 64 * (r["trial"] + 1), "num_steps_per_env": 24},
+            reason="",
+            success_lo=None,
+            success_hi=None,
+            eval_episodes=256,
+            price_label="test",
+        )
+    rows[2]["reason"] = "per-trial cap of 12 billable seconds reached"
+    run_dir = tmp_path / "run"
+    with LedgerWriter(run_dir / "ledger.jsonl") as w:
+        for r in rows:
+            w.append(r)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump({"budget": {"usd": 50.0}, "target": {"success": 0.9}}))
+    near = report.summary_card(rows)["closest"]
+    assert (near["trial"], near["success"], near["state"]) == (0, 0.62, "capped") and near["usd"] == pytest.approx(12)
+    text = report.text_summary(run_dir)
+    assert "no trial reached the target; closest: trial 0 (64 envs x 24 steps" in text
+    assert "held-out success 0.620, capped after $12.0000" in text and "budget.trial_usd" in text
+    assert "closest: trial 0" in report.write(run_dir).read_text()
+
+
 def chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
