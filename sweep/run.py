@@ -212,12 +212,12 @@ def main(argv: list[str]) -> int:
 
 def finish(cfg: config_mod.RunConfig, run_dir: Path) -> None:
     """Write the report and recommended.yaml from the ledger and study, and say where they are."""
-    from sweep import export, report
+    from sweep import export, report, summary
 
     rows_path = run_dir / "ledger.jsonl"
     html = report.write(run_dir)
     recommended = export.write(run_dir)
-    safe_print(report.text_summary(run_dir))
+    safe_print(summary.text_summary(run_dir))
     safe_print(f"report:      {html}")
     safe_print(f"recommended: {recommended if recommended else '(no trial reached the target)'}")
     safe_print(f"ledger:      {rows_path}")

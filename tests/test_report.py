@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweep import report
+from sweep import report, summary
 from sweep.ledger import LedgerWriter, metrics, read_rows
 from tests.test_scheduler import row
 
@@ -52,7 +52,7 @@ def test_tables_equal_numbers_recomputed_from_the_ledger(tmp_path: Path) -> None
     assert trials.loc[1, "usd"] == pytest.approx(6.0)  # pruned spend counted
     assert trials.loc[2, "usd"] == pytest.approx(3.0)  # failed spend counted
     assert trials.loc[3, "usd_to_target"] == pytest.approx(metrics(rows[6])["usd_to_target"])
-    card = report.summary_card(rows)
+    card = summary.summary_card(rows)
     assert card["total_usd"] == pytest.approx(10 + 6 + 3 + 8 + 12)
     assert card["pruned_failed_share"] == pytest.approx(9 / 39)
     assert card["recommended"]["trial"] == 3 and card["trials_by_state"] == {
@@ -70,7 +70,7 @@ def test_tables_equal_numbers_recomputed_from_the_ledger(tmp_path: Path) -> None
 
 def test_dollars_per_reaching_checkpoint_and_the_winners_checkpoint_are_shown(tmp_path: Path) -> None:
     run_dir, rows = write_run(tmp_path)
-    card = report.summary_card(rows)
+    card = summary.summary_card(rows)
     assert card["usd_per_reached"] == pytest.approx(39.0 / 2) and card["reached_trials"] == 2
     rec = card["recommended"]
     assert rec["usd_to_target"] == pytest.approx(8.0) and rec["checkpoint"] == "trials/0003/checkpoint.pt"
@@ -78,15 +78,15 @@ def test_dollars_per_reaching_checkpoint_and_the_winners_checkpoint_are_shown(tm
     assert trials.loc[0, "checkpoint"] == "trials/0000/checkpoint.pt" and trials["checkpoint"].isna().sum() == 3
     html = report.write(run_dir).read_text()
     assert '<a href="trials/0003/checkpoint.pt">' in html and "$19.5000" in html
-    summary = report.text_summary(run_dir)
-    assert "per target-reaching checkpoint $19.5000 (2 trials reached the target)" in summary
-    assert "checkpoint trials/0003/checkpoint.pt" in summary
+    text = summary.text_summary(run_dir)
+    assert "per target-reaching checkpoint $19.5000 (2 trials reached the target)" in text
+    assert "checkpoint trials/0003/checkpoint.pt" in text
 
 
 def test_configs_told_without_running_are_counted_apart_from_pruned_ones(tmp_path: Path) -> None:
     _, rows = write_run(tmp_path)
     rows.append({**rows[3], "trial": 5, "billable_s": 0.0, "phases_s": {}, "env_steps": 0, "success": None})
-    card = report.summary_card(rows)
+    card = summary.summary_card(rows)
     assert card["trials_by_state"]["not run"] == 1 and card["trials_by_state"]["pruned"] == 1
     assert report.trials_table(rows).set_index("trial").loc[5, "state"] == "not run"
     assert card["total_usd"] == pytest.approx(39.0)
@@ -138,9 +138,9 @@ def test_with_no_trial_at_the_target_the_summary_names_the_closest_and_the_key_t
         for r in rows:
             w.append(r)
     (run_dir / "config.yaml").write_text(yaml.safe_dump({"budget": {"usd": 50.0}, "target": {"success": 0.9}}))
-    near = report.summary_card(rows)["closest"]
+    near = summary.summary_card(rows)["closest"]
     assert (near["trial"], near["success"], near["state"]) == (0, 0.62, "capped") and near["usd"] == pytest.approx(12)
-    text = report.text_summary(run_dir)
+    text = summary.text_summary(run_dir)
     assert "no trial reached the target; closest: trial 0 (64 envs x 24 steps" in text
     assert "held-out success 0.620, capped after $12.0000" in text and "budget.trial_usd" in text
     assert "closest: trial 0" in report.write(run_dir).read_text()
