@@ -11,6 +11,7 @@ rows by :func:`metrics`, the one place where the same-denominator rule lives:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -123,9 +124,7 @@ class LedgerWriter:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        note = repair(self.path)
-        if note:
-            print(f"sweep: {note}", file=sys.stderr, flush=True)
+        repair(self.path)
         self._file = open(self.path, "a+b")  # noqa: SIM115 (kept open for the run)
         self._file.seek(0, os.SEEK_END)
         if self._file.tell() > 0:  # a torn last line (power cut) must not swallow the next row
@@ -170,7 +169,8 @@ def read_rows(path: str | Path) -> list[dict]:
 
 def repair(path: str | Path) -> str | None:
     """Move the ledger's torn or corrupt lines to ``<ledger>.torn`` (kept, appended) and rewrite the ledger without
-    them, atomically; returns one line saying so, or None when every line is a row. No row is lost."""
+    them, atomically; says so in one line on stderr and returns it, or None when every line is a row. No row is
+    lost. Writers, resumes and the report call it, so the line appears once, where the damage is first met."""
     path = Path(path)
     if not path.exists():
         return None
@@ -189,7 +189,10 @@ def repair(path: str | Path) -> str | None:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     where = ", ".join(map(str, bad))
-    return f"{path}: moved {len(bad)} torn line(s) (line {where}; a crash mid-write) to {torn}; every row is kept"
+    note = f"{path}: moved {len(bad)} torn line(s) (line {where}; a crash mid-write) to {torn}; every row is kept"
+    with contextlib.suppress(OSError):  # a closed stderr must not cost the repair
+        print(f"sweep: {note}", file=sys.stderr, flush=True)
+    return note
 
 
 def last_rows(rows: Iterable[dict]) -> dict[int, dict]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import html
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -318,9 +317,7 @@ def write(run_dir: str | Path) -> Path:
     """Write ``report.html`` from the run folder's ledger (torn lines moved aside first, said once); returns it."""
     run_dir = Path(run_dir)
     path = run_dir / "report.html"
-    note = repair(run_dir / "ledger.jsonl")
-    if note:
-        print(f"sweep: {note}", file=sys.stderr, flush=True)
+    repair(run_dir / "ledger.jsonl")
     path.write_text(render(run_dir, read_rows(run_dir / "ledger.jsonl")), encoding="utf-8")
     return path
 
