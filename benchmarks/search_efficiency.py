@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from sweep import config as config_mod
-from sweep.backends.replay import config_key, load_table
+from sweep.backends.replay import load_table
+from sweep.contract import FLAG_PREFIX, TrialParams, config_key
 from sweep.inline import InlinePool
 from sweep.ledger import last_rows, metrics, read_rows, summary_figures
 from sweep.planner import Planner
@@ -38,8 +39,8 @@ def table_space(table: dict[str, Any]) -> dict[str, list]:
     trials = table["trials"]
     knobs: dict[str, set] = {}
     for t in trials:
-        for k, v in t["params"].items():
-            if k in ("num_envs", "num_steps_per_env", "num_mini_batches") or k.startswith("flag."):
+        for k, v in TrialParams.of(t["params"]).as_dict().items():
+            if k in ("num_envs", "num_steps_per_env", "num_mini_batches") or k.startswith(FLAG_PREFIX):
                 knobs.setdefault(k, set()).add(v)
     return {k: sorted(v) for k, v in knobs.items()}
 
@@ -61,7 +62,7 @@ def initial_design(space_file: str, space: dict[str, list]) -> list[dict[str, An
     import yaml
 
     entries = yaml.safe_load(Path(space_file).read_text()).get("initial", [])
-    knobs = {k.replace("flag.", "flags.", 1) for k, choices in space.items() if len(choices) > 1}
+    knobs = {k for k, choices in space.items() if len(choices) > 1}
     reduced = [{k: v for k, v in entry.items() if k in knobs} for entry in entries]
     return [dict(t) for t in dict.fromkeys(tuple(sorted(e.items())) for e in reduced)]
 
@@ -75,7 +76,7 @@ def run_planner(
     initial: list[dict[str, Any]] | None = None,
 ) -> list[dict]:
     """One study with the real planner (``initial``: the design it starts on); returns its ledger rows."""
-    flags = {k[5:]: v for k, v in space.items() if k.startswith("flag.")}
+    flags = {k[len(FLAG_PREFIX) :]: v for k, v in space.items() if k.startswith(FLAG_PREFIX)}
     data = {
         "backend": "replay",
         "profile": "recorded",

@@ -151,7 +151,7 @@ def _trial_config(run_dir: Path, trial: int) -> dict[str, Any] | None:
 
 
 def _config_from_params(row: dict) -> Any:
-    from sweep.contract import TrialConfig
+    from sweep.contract import TrialConfig, named_flags
 
     p = row["params"]
     return TrialConfig(
@@ -162,7 +162,7 @@ def _config_from_params(row: dict) -> Any:
         num_mini_batches=p["num_mini_batches"],
         num_learning_epochs=p["num_learning_epochs"],
         seed=row.get("seed", 1),
-        flags={k[5:]: v for k, v in p.items() if k.startswith("flag.")},
+        flags=named_flags(p),
     )
 
 

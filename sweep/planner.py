@@ -24,7 +24,7 @@ from typing import Any
 
 from sweep import checkpoints, space
 from sweep.config import RunConfig
-from sweep.contract import CONTINUE, PRUNE, STOP, trial_params
+from sweep.contract import CONTINUE, PRUNE, STOP, config_key, trial_params
 from sweep.evaluation import EVAL_SEED_BASE
 from sweep.ledger import LedgerWriter, Row, end_label, last_rows, metrics, read_rows
 from sweep.prices import Price
@@ -83,7 +83,7 @@ class Planner:
         ends = last_rows(self.rows)
         self.unrun = {t for t, r in ends.items() if end_label(r) == "not run"}
         """Trials told without running (infeasible configs, repeats): they do not count towards max_trials."""
-        self.tried = {_config_key(r["params"]) for t, r in ends.items() if t not in self.unrun}
+        self.tried = {config_key(r["params"]) for t, r in ends.items() if t not in self.unrun}
         """Configs already run, so the planner does not pay twice for the same evidence."""
         self.feasible = space.feasible_count(cfg, control_dt_s, price.memory_gib)
         """How many configs of the space satisfy the constraints."""
@@ -215,7 +215,7 @@ class Planner:
             if any(v > 0 for v in found.values()):
                 self._tell_unrun(study, trial, knobs, space.infeasible_reason(found), found)
                 continue
-            key = _config_key(knobs)
+            key = config_key(knobs)
             if key in self.tried and repeats < MAX_REPEATS:
                 # The sampler proposed a config already run while others remain untried: no new evidence.
                 repeats += 1
@@ -429,11 +429,6 @@ def _started(study: Any) -> int:
     import optuna
 
     return sum(t.state != optuna.trial.TrialState.WAITING for t in study.get_trials(deepcopy=False))
-
-
-def _config_key(params: dict[str, Any]) -> tuple:
-    """What identifies a config in the ledger (its knobs and flags)."""
-    return tuple(sorted((k, str(v)) for k, v in params.items()))
 
 
 def _plain(cfg: Any) -> dict[str, Any]:

@@ -95,11 +95,12 @@ def ci_text(lo: float | None, hi: float | None) -> str:
 def changed_flags(params: dict[str, Any]) -> str:
     """The perf flags of a trial that differ from rsl-rl's behaviour, e.g. 'fused_optimizer, log_every=0'."""
     from sweep import perf
+    from sweep.contract import named_flags
 
     return ", ".join(
-        k[5:] if v is True else f"{k[5:]}={v}"
-        for k, v in sorted(params.items())
-        if k.startswith("flag.") and k[5:] in perf.CATALOG and v != perf.CATALOG[k[5:]].default
+        k if v is True else f"{k}={v}"
+        for k, v in sorted(named_flags(params).items())
+        if k in perf.CATALOG and v != perf.CATALOG[k].default
     )
 
 

@@ -18,12 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from sweep.backends.base import Backend, Profile, TaskEnv
-from sweep.contract import Decision
+from sweep.contract import Decision, TrialParams, config_key
 from sweep.errors import ConfigError
 from sweep.ledger import Row
-
-#: Params that identify a recorded config (flags are matched as ``flag.<name>``).
-KEY_PARAMS = ("num_envs", "num_steps_per_env", "num_mini_batches")
 
 
 @cache
@@ -40,14 +37,6 @@ def load_table(path: str) -> dict[str, Any]:
         if key not in table:
             raise ConfigError(f"backend_options.table: {path} lacks '{key}'")
     return table
-
-
-def config_key(params: dict[str, Any]) -> tuple:
-    """The identity of a config: the key knobs and every flag (absent flags at their defaults)."""
-    from sweep import perf
-
-    flags = perf.resolve({k[len("flag.") :]: v for k, v in params.items() if k.startswith("flag.")})
-    return tuple(params.get(k) for k in KEY_PARAMS) + tuple(sorted(flags.items()))
 
 
 class ReplayBackend(Backend):
@@ -112,7 +101,7 @@ class ReplayBackend(Backend):
             final = make(
                 {"iteration": 0, "env_steps": 0, "billable_s": 0.0, "phases_s": {}},
                 "failed",
-                f"no recorded trial for {dict(zip(KEY_PARAMS, key, strict=False))}",
+                f"no recorded trial for {TrialParams.of(params)}",
             )
             sink(final)
             return final
