@@ -5,15 +5,19 @@ ledger, and what the planner may answer after each checkpoint. Below every other
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sweep import checkpoints, perf
 from sweep.backends import get_backend
 from sweep.errors import ConfigError
 from sweep.evaluation import DEFAULT_EPISODES, check_training_seed
+
+if TYPE_CHECKING:
+    from sweep.ledger import Row
 
 
 class Decision(str, Enum):
@@ -27,6 +31,25 @@ class Decision(str, Enum):
 
 
 CONTINUE, PRUNE, STOP = Decision.CONTINUE, Decision.PRUNE, Decision.STOP
+
+#: Takes each ledger row of a running trial and answers with a :class:`Decision` (as text).
+Sink = Callable[["Row"], str]
+
+
+def capped_reason(cap_s: float) -> str:
+    return f"per-trial cap of {cap_s:g} billable seconds reached"
+
+
+def end_state(success: float | None, target: float, answer: str) -> tuple[str, str] | None:
+    """How a trial ends after a checkpoint row (state, reason), or None when it goes on: ``reached`` once its
+    held-out success meets the target, else as the planner's ``answer`` says. The one rule for every runner."""
+    if success is not None and success >= target:
+        return "reached", f"held-out success {success:.3f} >= target {target:g}"
+    if answer == Decision.PRUNE:
+        return "pruned", "stopped by the planner: cannot beat the best cost to target"
+    if answer == Decision.STOP:
+        return "capped", "stopped by the planner: study budget spent"
+    return None
 
 
 @dataclass
@@ -184,3 +207,45 @@ def trial_params(cfg: TrialConfig) -> dict[str, Any]:
 def config_key(params: Mapping[str, Any]) -> tuple:
     """The identity of the config named by ``params`` (any spelling): ``TrialParams.of(params).key()``."""
     return TrialParams.of(params).key()
+
+
+class TrialRunner(Protocol):
+    """Runs one trial to its end: every row goes to ``sink`` (which answers), the end row is returned.
+    :func:`sweep.trial.run_trial` simulates; :func:`sweep.backends.replay.replay_trial` serves a recording."""
+
+    def __call__(
+        self,
+        cfg: TrialConfig,
+        sink: Sink,
+        *,
+        run_id: str = ...,
+        trial: int = ...,
+        price_usd_per_hour: float = ...,
+        price_label: str = ...,
+        out_dir: str | Path | None = ...,
+    ) -> Row: ...
+
+
+class TrialPool(Protocol):
+    """Where the planner's trials run (:class:`sweep.workers.WorkerPool`, :class:`sweep.inline.InlinePool`)."""
+
+    size: int
+    """Trials that can run at once."""
+
+    def idle(self) -> int:
+        """Free slots now."""
+
+    def submit(self, trial: int, cfg: TrialConfig, run_id: str, price: Any, out_dir: str) -> str:
+        """Start a trial; returns where it runs (a node id)."""
+
+    def drain_rows(self) -> list[dict]:
+        """Rows sent by running trials since the last call."""
+
+    def lost(self) -> list[tuple[int, str]]:
+        """Trials whose worker died since the last call: (trial, reason)."""
+
+    def decide(self, trial: int, iteration: int, answer: str) -> None:
+        """Answer a trial's checkpoint row."""
+
+    def stop_all(self) -> None:
+        """Stop every worker."""

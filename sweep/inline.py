@@ -11,7 +11,7 @@ import threading
 from typing import Any
 
 from sweep.contract import CONTINUE, TrialConfig
-from sweep.trial import run_trial
+from sweep.trial import runner_for
 
 
 class InlinePool:
@@ -42,7 +42,7 @@ class InlinePool:
             return answer[0]
 
         thread = threading.Thread(
-            target=run_trial,
+            target=runner_for(cfg.backend),
             args=(cfg, sink),
             kwargs={
                 "run_id": run_id,

@@ -87,6 +87,57 @@ class Row:
         return json.dumps(self.__dict__, sort_keys=True, allow_nan=True)
 
 
+#: The fields of a row that grow as a trial runs (the rest name the trial, its state and the row's time).
+PROGRESS_FIELDS = (
+    "iteration",
+    "env_steps",
+    "billable_s",
+    "phases_s",
+    "success",
+    "success_lo",
+    "success_hi",
+    "eval_episodes",
+    "peak_gpu_gib",
+    "gpu_capacity_gib",
+    "skipped_updates",
+    "mean_return",
+    "device",
+    "checkpoint",
+)
+#: A trial's progress before its first row.
+START = {"iteration": 0, "env_steps": 0, "billable_s": 0.0, "phases_s": {}}
+
+
+@dataclass(frozen=True)
+class TrialRows:
+    """What every row of one trial shares; :meth:`row` is the one place a trial's rows are built (by the trial,
+    the replayed trial and the planner closing a trial itself)."""
+
+    run_id: str
+    trial: int
+    params: dict[str, Any]
+    seed: int
+    price_usd_per_hour: float
+    price_label: str
+
+    def row(self, state: str, progress: dict[str, Any], reason: str = "") -> Row:
+        """A row of this trial in ``state``: ``progress`` holds its cumulative figures (keys of
+        :data:`PROGRESS_FIELDS`; others are ignored, absent ones take their defaults)."""
+        figures = {**START, **{k: v for k, v in progress.items() if k in PROGRESS_FIELDS}}
+        figures["phases_s"] = dict(figures["phases_s"])
+        return Row(
+            run_id=self.run_id,
+            trial=self.trial,
+            state=state,
+            params=self.params,
+            price_usd_per_hour=self.price_usd_per_hour,
+            price_label=self.price_label,
+            reason=reason,
+            seed=self.seed,
+            **figures,
+        )
+
+
 def metrics(row: Row | dict) -> dict[str, Any]:
     """Every derived figure of a row, each over its own denominator (see module docstring)."""
     r = row if isinstance(row, dict) else row.__dict__

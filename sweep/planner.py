@@ -26,7 +26,7 @@ from sweep import checkpoints, space
 from sweep.config import RunConfig
 from sweep.contract import CONTINUE, PRUNE, STOP, config_key, trial_params
 from sweep.evaluation import EVAL_SEED_BASE
-from sweep.ledger import LedgerWriter, Row, end_label, last_rows, metrics, read_rows
+from sweep.ledger import LedgerWriter, TrialRows, end_label, last_rows, metrics, read_rows
 from sweep.prices import Price
 from sweep.scheduler import CostPruner, allowance_usd, can_start, reserve_usd
 
@@ -354,22 +354,10 @@ class Planner:
     ) -> dict:
         """The end row of a trial the planner closes itself: the progress of its ``last`` row (if any),
         billed ``billable_s`` seconds, the time no phase claimed counted as 'other'."""
-        row = Row(
-            run_id=self.cfg.run_id,
-            trial=number,
-            state=state,
-            params=params,
-            iteration=last["iteration"] if last else 0,
-            env_steps=last["env_steps"] if last else 0,
-            billable_s=billable_s,
-            phases_s=dict(last["phases_s"]) if last else {},
-            price_usd_per_hour=self.price.usd_per_hour,
-            price_label=self.price.label,
-            success=last.get("success") if last else None,
-            reason=reason,
-            seed=number + self.cfg.seeds.training,
-            checkpoint=self._kept(last),
+        rows = TrialRows(
+            self.cfg.run_id, number, params, number + self.cfg.seeds.training, self.price.usd_per_hour, self.price.label
         )
+        row = rows.row(state, {**(last or {}), "billable_s": billable_s, "checkpoint": self._kept(last)}, reason)
         unclaimed = billable_s - (last["billable_s"] if last else 0.0)
         if unclaimed > 0:
             row.phases_s["other"] = row.phases_s.get("other", 0.0) + unclaimed

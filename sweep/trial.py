@@ -11,7 +11,8 @@ CLI: ``python -m sweep.trial num_envs=256 num_steps_per_env=24 profile=cpu price
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,10 @@ import torch
 
 from sweep import checkpoints, perf
 from sweep.backends import get_backend
-from sweep.contract import PRUNE, STOP, TrialConfig, trial_params
+from sweep.contract import Sink, TrialConfig, TrialRunner, capped_reason, end_state, trial_params
 from sweep.evaluation import evaluate, panel_seeds
 from sweep.learner import build_learner, describe_device, device_sync, resolve_device
-from sweep.ledger import PhaseClock, Row
+from sweep.ledger import PhaseClock, Row, TrialRows
 from sweep.tblog import TrialScalars
 
 
@@ -36,9 +37,74 @@ def peak_memory_gib(device: str, env: Any) -> tuple[float | None, float | None]:
     return used / 2**30, torch.cuda.get_device_properties(device).total_memory / 2**30
 
 
+@dataclass
+class Built:
+    """What a trial builds before it trains: the two envs, the held-out seeds and the learner."""
+
+    device: str
+    flags: dict[str, Any]
+    env: Any
+    eval_env: Any
+    seeds: list[int]
+    trainer: Any
+    alg: Any
+
+
+def build(cfg: TrialConfig, clock: PhaseClock, out_dir: str | Path | None, trial: int, stack: ExitStack) -> Built:
+    """The training and evaluation envs and the learner; each env is closed by ``stack`` however the trial ends."""
+    backend = get_backend(cfg.backend)
+    flags = perf.resolve(cfg.flags)
+    device = resolve_device(cfg.device)
+    torch.manual_seed(cfg.seed)
+    knobs = perf.backend_knobs(flags, backend.knobs)
+    knobs.update((k, v) for k, v in cfg.backend_options.items() if k in backend.knobs)
+    env = backend.make_env(cfg.num_envs, cfg.seed, device, cfg.profile, **knobs)
+    stack.callback(env.close)
+    eval_env = backend.make_env(cfg.eval_episodes, cfg.seed, device, cfg.profile, **knobs)
+    stack.callback(eval_env.close)
+    trainer, alg = build_learner(cfg, env, device, flags, clock, out_dir, trial)
+    return Built(device, flags, env, eval_env, panel_seeds(cfg.eval_episodes), trainer, alg)
+
+
+class TrialLog:
+    """A trial's progress and the rows it sends: TensorBoard scalars first (billed to 'log'), then the sink."""
+
+    def __init__(self, cfg: TrialConfig, rows: TrialRows, clock: PhaseClock, sink: Sink, out_dir: Any) -> None:
+        self.cfg, self.rows, self.clock, self.sink, self.out_dir = cfg, rows, clock, sink, out_dir
+        self.progress: dict[str, Any] = {"device": describe_device("cpu")}
+        self.built: Built | None = None
+        self.scalars = TrialScalars(checkpoints.trial_dir(out_dir, rows.trial)) if out_dir is not None else None
+
+    def row(self, state: str, reason: str = "") -> Row:
+        billable, phases = self.clock.snapshot()
+        peak: tuple[float | None, float | None] = (None, None)
+        if self.built is not None:
+            peak = peak_memory_gib(self.built.device, self.built.env)
+        figures = {"billable_s": billable, "phases_s": phases, "peak_gpu_gib": peak[0], "gpu_capacity_gib": peak[1]}
+        return self.rows.row(state, {**self.progress, **figures}, reason)
+
+    def send(self, state: str, reason: str = "") -> tuple[Row, str]:
+        row = self.row(state, reason)
+        if self.scalars is not None:
+            with self.clock.phase("log"):
+                self.scalars.write(row)
+        return row, self.sink(row)
+
+    def end(self, state: str, reason: str) -> Row:
+        """The end row, sent; a trial that did not reach the target drops its checkpoint if asked to."""
+        if state != "reached" and self.cfg.checkpoints == "reached" and self.progress.get("checkpoint"):
+            checkpoints.prune(self.out_dir, self.rows.trial)
+            self.progress["checkpoint"] = ""
+        return self.send(state, reason)[0]
+
+    def close(self) -> None:
+        if self.scalars is not None:
+            self.scalars.close()
+
+
 def run_trial(
     cfg: TrialConfig,
-    sink: Callable[[Row], str],
+    sink: Sink,
     *,
     run_id: str = "trial",
     trial: int = 0,
@@ -48,130 +114,67 @@ def run_trial(
 ) -> Row:
     """Run one trial to its end, sending a ledger row to ``sink`` per checkpoint and one at the end."""
     clock = PhaseClock()
-    params = trial_params(cfg)
-    state = {"it": 0, "env_steps": 0, "success": None, "ci": (None, None), "skipped": 0, "ret": None, "ckpt": ""}
-    device = "cpu"
-    env = None
-
-    def row(state_name: str, reason: str = "") -> Row:
-        billable, phases = clock.snapshot()
-        peak, cap = peak_memory_gib(device, env) if env is not None else (None, None)
-        return Row(
-            run_id=run_id,
-            trial=trial,
-            state=state_name,
-            params=params,
-            iteration=state["it"],
-            env_steps=state["env_steps"],
-            billable_s=billable,
-            phases_s=phases,
-            price_usd_per_hour=price_usd_per_hour,
-            price_label=price_label,
-            success=state["success"],
-            success_lo=state["ci"][0],
-            success_hi=state["ci"][1],
-            eval_episodes=cfg.eval_episodes if state["success"] is not None else 0,
-            peak_gpu_gib=peak,
-            gpu_capacity_gib=cap,
-            skipped_updates=state["skipped"],
-            mean_return=state["ret"],
-            reason=reason,
-            device=describe_device(device),
-            seed=cfg.seed,
-            checkpoint=state["ckpt"],
-        )
-
-    backend = get_backend(cfg.backend)
-    if hasattr(backend, "serve_trial"):  # a backend that serves recorded trials builds nothing
-        return backend.serve_trial(
-            cfg,
-            sink,
-            run_id=run_id,
-            trial=trial,
-            price_usd_per_hour=price_usd_per_hour,
-            price_label=price_label,
-            params=params,
-        )
-    scalars = TrialScalars(checkpoints.trial_dir(out_dir, trial)) if out_dir is not None else None
-
-    def emit(r: Row) -> str:
-        """Hand a row to the sink, after writing its TensorBoard scalars (billed to 'log')."""
-        if scalars is not None:
-            with clock.phase("log"):
-                scalars.write(r)
-        return sink(r)
-
-    def end(state_name: str, reason: str) -> Row:
-        """The trial's end row, sent; a trial that did not reach the target drops its checkpoint if asked."""
-        if state_name != "reached" and cfg.checkpoints == "reached" and out_dir is not None and state["ckpt"]:
-            checkpoints.prune(out_dir, trial)
-            state["ckpt"] = ""
-        final = row(state_name, reason)
-        emit(final)
-        return final
-
-    try:
-        flags = perf.resolve(cfg.flags)
-        with clock.phase("startup"):
-            device = resolve_device(cfg.device)
-            torch.manual_seed(cfg.seed)
-            knobs = perf.backend_knobs(flags, backend.knobs)
-            knobs.update((k, v) for k, v in cfg.backend_options.items() if k in backend.knobs)
-            env = backend.make_env(cfg.num_envs, cfg.seed, device, cfg.profile, **knobs)
-            eval_env = backend.make_env(cfg.eval_episodes, cfg.seed, device, cfg.profile, **knobs)
-            seeds = panel_seeds(cfg.eval_episodes)
-            trainer, alg = build_learner(cfg, env, device, flags, clock, out_dir, trial)
-        clock.sync = device_sync(device, env)
-        with clock.phase("compile"):
-            env.warm_up()
-            eval_env.warm_up()
-            perf.warm_up(alg, env, flags)
-        steps_per_iter = cfg.num_envs * cfg.num_steps_per_env
-        while True:
-            # The cap is checked after every iteration, so a trial overruns it by at most one iteration.
-            n_iters = trainer(cfg.eval_every, lambda: clock.billable_s() >= cfg.cap_s)
-            state["it"] += n_iters
-            state["env_steps"] += n_iters * steps_per_iter
-            state["skipped"] = perf.skipped_updates(alg)
-            state["ret"] = getattr(trainer, "take_mean_return", lambda: None)()
-            if clock.billable_s() >= cfg.cap_s:
-                return end("capped", f"per-trial cap of {cfg.cap_s:g} billable seconds reached")
-            with clock.phase("eval"):
-                result = evaluate(alg.get_policy(), eval_env, seeds)
-            state["success"], state["ci"] = result.rate, result.interval
-            with clock.phase("checkpoint"):
-                if cfg.save_checkpoints and out_dir is not None:
-                    meta = checkpoint_meta(cfg, run_id, trial, state, alg, env)
-                    state["ckpt"] = checkpoints.save(alg.save(), meta, out_dir, trial)
-            answer = emit(row("running"))
-            if result.rate >= cfg.target:
-                return end("reached", f"held-out success {result.rate:.3f} >= target {cfg.target:g}")
-            if answer == PRUNE:
-                return end("pruned", "stopped by the planner: cannot beat the best cost to target")
-            if answer == STOP:
-                return end("capped", "stopped by the planner: study budget spent")
-    except (Exception, SystemExit) as exc:  # any failure ends the trial, billed, with its reason (never the worker)
-        return end("failed", failure_reason(exc))
-    finally:
-        for e in (env, locals().get("eval_env")):
-            if e is not None:
-                e.close()
-        if scalars is not None:
-            scalars.close()
+    rows = TrialRows(run_id, trial, trial_params(cfg), cfg.seed, price_usd_per_hour, price_label)
+    log = TrialLog(cfg, rows, clock, sink, out_dir)
+    with ExitStack() as stack:
+        stack.callback(log.close)
+        try:
+            with clock.phase("startup"):
+                log.built = built = build(cfg, clock, out_dir, trial, stack)
+                log.progress["device"] = describe_device(built.device)
+            clock.sync = device_sync(built.device, built.env)
+            with clock.phase("compile"):
+                built.env.warm_up()
+                built.eval_env.warm_up()
+                perf.warm_up(built.alg, built.env, built.flags)
+            return train(cfg, built, clock, log)
+        except (Exception, SystemExit) as exc:  # any failure ends the trial, billed, with its reason (never the worker)
+            return log.end("failed", failure_reason(exc))
 
 
-def checkpoint_meta(cfg: TrialConfig, run_id: str, trial: int, state: dict, alg: Any, env: Any) -> dict[str, Any]:
+def train(cfg: TrialConfig, built: Built, clock: PhaseClock, log: TrialLog) -> Row:
+    """Train in rounds of ``eval_every`` iterations; after each, evaluate, checkpoint, send a row, obey the answer."""
+    progress, steps_per_iter = log.progress, cfg.num_envs * cfg.num_steps_per_env
+    while True:
+        # The cap is checked after every iteration, so a trial overruns it by at most one iteration.
+        n_iters = built.trainer(cfg.eval_every, lambda: clock.billable_s() >= cfg.cap_s)
+        progress["iteration"] = progress.get("iteration", 0) + n_iters
+        progress["env_steps"] = progress.get("env_steps", 0) + n_iters * steps_per_iter
+        progress["skipped_updates"] = perf.skipped_updates(built.alg)
+        progress["mean_return"] = getattr(built.trainer, "take_mean_return", lambda: None)()
+        if clock.billable_s() >= cfg.cap_s:
+            return log.end("capped", capped_reason(cfg.cap_s))
+        with clock.phase("eval"):
+            result = evaluate(built.alg.get_policy(), built.eval_env, built.seeds)
+        progress.update(success=result.rate, success_lo=result.interval[0], success_hi=result.interval[1])
+        progress["eval_episodes"] = cfg.eval_episodes
+        with clock.phase("checkpoint"):
+            if cfg.save_checkpoints and log.out_dir is not None:
+                meta = checkpoint_meta(cfg, log.rows, progress, built.alg, built.env)
+                progress["checkpoint"] = checkpoints.save(built.alg.save(), meta, log.out_dir, log.rows.trial)
+        _, answer = log.send("running")
+        ending = end_state(result.rate, cfg.target, answer)
+        if ending is not None:
+            return log.end(*ending)
+
+
+def runner_for(backend: str) -> TrialRunner:
+    """The trial runner of a backend: recorded trials (``replay``) are served, every other backend simulates."""
+    if backend == "replay":
+        from sweep.backends.replay import replay_trial
+
+        return replay_trial
+    return run_trial
+
+
+def checkpoint_meta(cfg: TrialConfig, rows: TrialRows, progress: dict, alg: Any, env: Any) -> dict[str, Any]:
     """What ``checkpoint.json`` records: the ledger row the checkpoint belongs to and the actor's sizes."""
     return {
-        "run_id": run_id,
-        "trial": trial,
-        "iteration": state["it"],
-        "env_steps": state["env_steps"],
-        "success": state["success"],
-        "success_lo": state["ci"][0],
-        "success_hi": state["ci"][1],
+        "run_id": rows.run_id,
+        "trial": rows.trial,
+        **{k: progress[k] for k in ("iteration", "env_steps", "success", "success_lo", "success_hi")},
         "eval_episodes": cfg.eval_episodes,
-        "reached": state["success"] >= cfg.target,
+        "reached": progress["success"] >= cfg.target,
         "obs_dim": int(alg.get_policy().obs_dim),
         "num_actions": int(env.num_actions),
     }

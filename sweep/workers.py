@@ -84,12 +84,12 @@ def _worker_class() -> Any:
 
         def run(self, cfg: dict, run_id: str, trial: int, price: dict, out_dir: str, hub: Any) -> dict:
             from sweep.contract import TrialConfig
-            from sweep.trial import run_trial
+            from sweep.trial import runner_for
 
             def sink(row: Any) -> str:
                 return ray.get(hub.report.remote(row.__dict__))
 
-            final = run_trial(
+            final = runner_for(cfg["backend"])(
                 TrialConfig(**cfg),
                 sink,
                 run_id=run_id,

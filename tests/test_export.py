@@ -14,9 +14,9 @@ import torch
 import yaml
 
 from sweep import export
+from sweep.backends.replay import replay_trial
 from sweep.contract import TrialConfig
 from sweep.ledger import LedgerWriter, last_rows, read_rows
-from sweep.trial import run_trial
 from tests.helpers import run_module
 from tests.replay_table import write_table
 
@@ -35,7 +35,7 @@ def replay_run(tmp_path: Path) -> Path:
                 cap_s=1e6,
                 backend_options={"table": str(table)},
             )
-            run_trial(
+            replay_trial(
                 cfg,
                 lambda r: w.append(r) or "continue",
                 run_id="x",

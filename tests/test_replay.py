@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from sweep.backends.replay import config_key, load_table
-from sweep.contract import CONTINUE, PRUNE, TrialConfig
+from sweep.backends.replay import load_table, replay_trial
+from sweep.contract import CONTINUE, PRUNE, TrialConfig, config_key
 from sweep.ledger import last_rows
-from sweep.trial import run_trial
 from tests.helpers import ROOT, search_efficiency
 from tests.replay_table import write_table
 
@@ -27,7 +26,7 @@ def replay(table: Path, params: dict, sink, seed: int = 0, cap_s: float = 1e6):
         cap_s=cap_s,
         backend_options={"table": str(table)},
     )
-    return run_trial(cfg, sink, price_usd_per_hour=3600.0, price_label="t")
+    return replay_trial(cfg, sink, price_usd_per_hour=3600.0, price_label="t")
 
 
 def test_rows_come_from_the_record(tmp_path: Path) -> None:
