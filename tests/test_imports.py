@@ -71,3 +71,14 @@ def test_no_import_cycle_among_sweep_modules() -> None:
     graph = {name: imports(name, path, set(modules)) for name, path in modules.items()}
     assert "sweep.contract" in graph["sweep.planner"] and "sweep.trial" not in graph["sweep.planner"]
     assert cycles(graph) == []
+
+
+def test_the_planner_side_does_not_load_the_trial_stack() -> None:
+    """Planner, space and scheduler speak to trials through ``contract`` only."""
+    import subprocess
+    import sys
+
+    code = "import sys, sweep.planner, sweep.space, sweep.scheduler; print(sorted(sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    for heavy in ("'sweep.trial'", "'sweep.learner'", "'sweep.trial_cli'"):
+        assert heavy not in loaded, heavy
