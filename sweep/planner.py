@@ -24,7 +24,7 @@ from typing import Any
 
 from sweep import checkpoints, space
 from sweep.config import RunConfig
-from sweep.contract import CONTINUE, PRUNE, STOP, config_key, trial_params
+from sweep.contract import CONTINUE, PRUNE, STOP, TrialPool, config_key, trial_params
 from sweep.evaluation import EVAL_SEED_BASE
 from sweep.ledger import LedgerWriter, TrialRows, end_label, last_rows, metrics, read_rows
 from sweep.prices import Price
@@ -56,7 +56,7 @@ class Planner:
         self,
         cfg: RunConfig,
         run_dir: Path,
-        pool: Any,
+        pool: TrialPool,
         price: Price,
         profile: str,
         control_dt_s: float,
