@@ -47,25 +47,58 @@ def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float,
 
 @dataclass(frozen=True)
 class EvalResult:
-    """Outcome of one pass over the held-out panel."""
+    """Outcome of one pass over the held-out panel.
+
+    A pass may stop once its verdict against the target is decided (``decided_early``): then the episodes still
+    running count neither way, ``rate`` is what the pass had counted and ``rate_max`` the most it could have
+    reached, both bounds of what a full pass would have measured.
+    """
 
     successes: int
     episodes: int
+    failures: int | None = None
+    """Episodes that ended without success (None: not counted, i.e. every episode not a success)."""
+    decided_early: bool = False
+    steps: int = 0
+    """Control steps the pass simulated (each for every episode of the panel)."""
 
     @property
     def rate(self) -> float:
         return self.successes / self.episodes
 
     @property
+    def rate_max(self) -> float:
+        """The highest rate a full pass could give: every episode not yet failed succeeds."""
+        failed = self.episodes - self.successes if self.failures is None else self.failures
+        return (self.episodes - failed) / self.episodes
+
+    @property
     def interval(self) -> tuple[float, float]:
-        return wilson_interval(self.successes, self.episodes)
+        """95% Wilson interval of a full pass; of a pass stopped early, the bounds' outer interval."""
+        lo = wilson_interval(self.successes, self.episodes)[0]
+        return lo, wilson_interval(round(self.rate_max * self.episodes), self.episodes)[1]
+
+    def reached(self, target: float) -> bool:
+        return self.rate >= target
+
+
+def below_target_for_sure(failures: int, episodes: int, target: float) -> bool:
+    """Whether ``failures`` out of ``episodes`` already keep a pass below ``target``, however the rest end:
+    more failures than ``(1 - target) x episodes`` leave fewer than ``target x episodes`` possible successes."""
+    return episodes - failures < target * episodes
+
+
+#: Control steps between the checks of a pass's finished episodes (each check is one host sync).
+CHECK_EVERY = 50
 
 
 @torch.inference_mode()
-def evaluate(policy: torch.nn.Module, env: TaskEnv, seeds: list[int]) -> EvalResult:
+def evaluate(policy: torch.nn.Module, env: TaskEnv, seeds: list[int], target: float | None = None) -> EvalResult:
     """Run one episode per seed with the deterministic policy (the action mean) and count successes.
 
-    ``env`` must have exactly ``len(seeds)`` environments; each one's first finished episode counts.
+    ``env`` must have exactly ``len(seeds)`` environments; each one's first finished episode counts. With a
+    ``target``, the pass stops at the first check (every :data:`CHECK_EVERY` steps) where it cannot reach the
+    target any more, or has already reached it: the verdict is the full pass's, for less simulation.
     """
     was_training = policy.training
     policy.eval()
@@ -73,12 +106,22 @@ def evaluate(policy: torch.nn.Module, env: TaskEnv, seeds: list[int]) -> EvalRes
     finished = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
     success = torch.zeros_like(finished)
     limit = int(env.max_episode_length) + 1
+    early = False
     for step in range(limit):
         obs, _, dones, extras = env.step(policy(obs))
         new = dones.bool() & ~finished
         success |= new & extras["success"].bool()
         finished |= new
-        if step % 50 == 49 and bool(finished.all()):  # a host sync, so only now and then
-            break
+        if "cannot_succeed" in extras:  # decided failures finish now (their later end cannot count as success)
+            finished |= extras["cannot_succeed"].bool()
+        if step % CHECK_EVERY == CHECK_EVERY - 1:  # a host sync, so only now and then
+            if bool(finished.all()):
+                break
+            if target is not None:
+                wins, losses = int(success.sum()), int((finished & ~success).sum())
+                if wins >= target * env.num_envs or below_target_for_sure(losses, env.num_envs, target):
+                    early = True
+                    break
     policy.train(was_training)
-    return EvalResult(successes=int(success.sum()), episodes=env.num_envs)
+    wins, losses = int(success.sum()), int((finished & ~success).sum())
+    return EvalResult(wins, env.num_envs, failures=losses if early else None, decided_early=early, steps=step + 1)

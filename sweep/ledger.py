@@ -66,6 +66,10 @@ class Row:
     """Held-out success rate at this checkpoint (None when not evaluated)."""
     success_lo: float | None = None
     success_hi: float | None = None
+    success_max: float | None = None
+    """Set when the pass stopped as soon as its verdict was decided: the most a full pass could have measured.
+    ``success`` is then None below the target (the pass counted too few episodes to estimate the rate) and the
+    count so far at or above it; ``success_lo`` / ``success_hi`` bound what a full pass would have measured."""
     eval_episodes: int = 0
     peak_gpu_gib: float | None = None
     gpu_capacity_gib: float | None = None
@@ -96,6 +100,7 @@ PROGRESS_FIELDS = (
     "success",
     "success_lo",
     "success_hi",
+    "success_max",
     "eval_episodes",
     "peak_gpu_gib",
     "gpu_capacity_gib",

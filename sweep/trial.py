@@ -21,7 +21,7 @@ import torch
 from sweep import checkpoints, perf
 from sweep.backends import get_backend
 from sweep.contract import Sink, TrialConfig, TrialRunner, capped_reason, end_state, trial_params
-from sweep.evaluation import evaluate, panel_seeds
+from sweep.evaluation import EvalResult, evaluate, panel_seeds
 from sweep.learner import build_learner, describe_device, device_sync, resolve_device
 from sweep.ledger import PhaseClock, Row, TrialRows
 from sweep.tblog import TrialScalars
@@ -142,20 +142,30 @@ def train(cfg: TrialConfig, built: Built, clock: PhaseClock, log: TrialLog) -> R
         progress["env_steps"] = progress.get("env_steps", 0) + n_iters * steps_per_iter
         progress["skipped_updates"] = perf.skipped_updates(built.alg)
         progress["mean_return"] = getattr(built.trainer, "take_mean_return", lambda: None)()
-        if clock.billable_s() >= cfg.cap_s:
+        capped = clock.billable_s() >= cfg.cap_s
+        with clock.phase("eval"):  # at the cap too: no billed training goes unevaluated
+            result = evaluate(built.alg.get_policy(), built.eval_env, built.seeds, target=cfg.target)
+        progress.update(record(result, cfg.target), eval_episodes=cfg.eval_episodes)
+        if capped and not result.reached(cfg.target):
             return log.end("capped", capped_reason(cfg.cap_s))
-        with clock.phase("eval"):
-            result = evaluate(built.alg.get_policy(), built.eval_env, built.seeds)
-        progress.update(success=result.rate, success_lo=result.interval[0], success_hi=result.interval[1])
-        progress["eval_episodes"] = cfg.eval_episodes
         with clock.phase("checkpoint"):
             if cfg.save_checkpoints and log.out_dir is not None:
                 meta = checkpoint_meta(cfg, log.rows, progress, built.alg, built.env)
                 progress["checkpoint"] = checkpoints.save(built.alg.save(), meta, log.out_dir, log.rows.trial)
         _, answer = log.send("running")
-        ending = end_state(result.rate, cfg.target, answer)
+        ending = end_state(progress["success"], cfg.target, answer)
         if ending is not None:
             return log.end(*ending)
+
+
+def record(result: EvalResult, target: float) -> dict[str, Any]:
+    """A pass as the ledger records it. A pass stopped below the target has no rate (``success`` None), only the
+    bounds of what a full pass would have measured; the pruner extrapolates full passes only."""
+    lo, hi = result.interval
+    if not result.decided_early:
+        return {"success": result.rate, "success_lo": lo, "success_hi": hi, "success_max": None}
+    rate = result.rate if result.reached(target) else None
+    return {"success": rate, "success_lo": lo, "success_hi": hi, "success_max": result.rate_max}
 
 
 def runner_for(backend: str) -> TrialRunner:
@@ -174,7 +184,7 @@ def checkpoint_meta(cfg: TrialConfig, rows: TrialRows, progress: dict, alg: Any,
         "trial": rows.trial,
         **{k: progress[k] for k in ("iteration", "env_steps", "success", "success_lo", "success_hi")},
         "eval_episodes": cfg.eval_episodes,
-        "reached": progress["success"] >= cfg.target,
+        "reached": progress["success"] is not None and progress["success"] >= cfg.target,
         "obs_dim": int(alg.get_policy().obs_dim),
         "num_actions": int(env.num_actions),
     }

@@ -62,3 +62,87 @@ def test_a_freshly_initialized_policy_scores_under_0_2_held_out_success(profile:
     env, panel = backend.make_env(32, 3, "cpu", profile), backend.make_env(64, 3, "cpu", profile)
     _, alg = build_learner(cfg, env, "cpu", perf.resolve(cfg.flags), PhaseClock())
     assert evaluate(alg.get_policy(), panel, panel_seeds(64)).rate < 0.2
+
+
+class ScriptedPanel:
+    """A panel whose episode ``i`` falls at step ``fall[i]`` (a failure) or runs to the time limit and then
+    succeeds or not (``wins[i]``): the verdict logic of a pass, checked against every stopping point."""
+
+    def __init__(self, fall: list[int | None], wins: list[bool], length: int) -> None:
+        import torch
+
+        self.num_envs, self.device, self.max_episode_length = len(fall), "cpu", length
+        self.fall, self.wins, self.t = fall, torch.tensor(wins), 0
+
+    def reset_with_seeds(self, seeds):
+        import torch
+
+        assert len(seeds) == self.num_envs
+        self.t = 0
+        return torch.zeros(self.num_envs, 1)
+
+    def step(self, actions):
+        import torch
+
+        self.t += 1
+        fell = torch.tensor([f is not None and f == self.t for f in self.fall])
+        timeout = torch.tensor([f is None and self.t == self.max_episode_length for f in self.fall])
+        dones = fell | timeout
+        return torch.zeros(self.num_envs, 1), torch.zeros(self.num_envs), dones, {"success": timeout & self.wins}
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_pass_stopped_once_decided_gives_the_full_pass_verdict(seed: int) -> None:
+    """Over random panels near and far from the target, the early verdict is the full pass's, its bounds hold
+    the full pass's rate, and a panel that falls early stops early."""
+    import random
+
+    import torch
+
+    from sweep.evaluation import evaluate
+
+    rng = random.Random(seed)
+    n, length, target = 64, 400, rng.choice([0.5, 0.8, 0.9])
+    fall_share, win_share = rng.random(), rng.random()
+    fall = [rng.randint(1, length - 1) if rng.random() < fall_share else None for _ in range(n)]
+    wins = [rng.random() < win_share for _ in range(n)]
+    policy = torch.nn.Identity()
+    full = evaluate(policy, ScriptedPanel(fall, wins, length), panel_seeds(n))
+    early = evaluate(policy, ScriptedPanel(fall, wins, length), panel_seeds(n), target=target)
+    assert not full.decided_early
+    assert early.reached(target) == full.reached(target)
+    assert early.rate <= full.rate <= early.rate_max
+    lo, hi = early.interval
+    assert lo <= full.interval[0] and full.interval[1] <= hi
+    if early.decided_early:
+        assert early.steps < length
+
+
+def test_a_pass_that_falls_early_stops_at_the_first_check() -> None:
+    import torch
+
+    from sweep.evaluation import evaluate
+
+    fall = [10] * 20 + [None] * 44  # 20 of 64 fall at step 10: a 0.9 target is out of reach from then on
+    result = evaluate(torch.nn.Identity(), ScriptedPanel(fall, [True] * 64, 1000), panel_seeds(64), target=0.9)
+    assert result.decided_early and result.steps == 50 and not result.reached(0.9)
+    assert result.rate == 0.0 and result.rate_max == pytest.approx(44 / 64)
+
+
+def test_an_untrained_policy_on_the_real_task_is_decided_early_with_the_full_verdict() -> None:
+    """The embedded task, a fresh policy: the pass stops long before the time limit, with the same verdict."""
+    from sweep import perf
+    from sweep.backends import get_backend
+    from sweep.contract import TrialConfig
+    from sweep.evaluation import evaluate
+    from sweep.learner import build_learner
+    from sweep.ledger import PhaseClock
+
+    cfg = TrialConfig(profile="gpu", num_envs=32, num_steps_per_env=8, seed=5, flags={"compile_cache": True})
+    backend = get_backend("mjx_locomotion")
+    env, panel = backend.make_env(32, 5, "cpu", "gpu"), backend.make_env(64, 5, "cpu", "gpu")
+    _, alg = build_learner(cfg, env, "cpu", perf.resolve(cfg.flags), PhaseClock())
+    full = evaluate(alg.get_policy(), panel, panel_seeds(64))
+    early = evaluate(alg.get_policy(), panel, panel_seeds(64), target=0.9)
+    assert early.decided_early and not early.reached(0.9) and not full.reached(0.9)
+    assert early.steps < full.steps / 2, (early.steps, full.steps)

@@ -29,6 +29,10 @@ class TaskEnv(VecEnv):
     - ``"success"``: bool tensor (num_envs,), meaningful where ``dones`` is set: the finished episode
       met the backend's success rule (survived and tracked the command well enough).
 
+    It may also put ``"cannot_succeed"``: bool tensor (num_envs,), episodes still running whose failure is
+    already decided (e.g. their tracking error so far exceeds what the rule allows over a whole episode), so
+    that an evaluation pass can reach its verdict before they end.
+
     Finished environments are reset inside ``step``; the returned observation is the new episode's.
     """
 

@@ -168,7 +168,7 @@ class MjxLocomotionEnv(TaskEnv):
         self._state, obs, rew, flags = self._fn["step"](self._state, jax.dlpack.from_dlpack(actions.contiguous()))
         self._obs = self._wrap_obs(obs)
         flags = torch.from_dlpack(flags)
-        extras = {"time_outs": flags[:, 1].bool(), "success": flags[:, 2].bool()}
+        extras = {"time_outs": flags[:, 1].bool(), "success": flags[:, 2].bool(), "cannot_succeed": flags[:, 3].bool()}
         return self._obs, torch.from_dlpack(rew), flags[:, 0].long(), extras
 
     @property

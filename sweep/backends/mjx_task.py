@@ -179,9 +179,12 @@ def build_functions(model: Any, params: TaskParams, donate: bool) -> dict[str, A
         )
         stepped = State(data, state.cmd, actions, steps, key, err_sum)
         done = fell | time_out
+        # A running episode whose summed tracking error already reaches threshold x episode length can no longer
+        # end below the threshold: its failure is decided (an evaluation pass may count it now).
+        hopeless = ~done & (err_sum >= params.success_threshold_mps * params.episode_steps)
         state = restart(stepped, done, key)
         obs = observe(state)
-        flags = jnp.stack([done, time_out, success], axis=-1).astype(jnp.int32)
+        flags = jnp.stack([done, time_out, success, hopeless], axis=-1).astype(jnp.int32)
         return state, obs, rew.astype(jnp.float32), flags
 
     def sim_only(state, actions):
