@@ -12,7 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from sweep.ledger import PHASES, end_label, last_rows, metrics, read_rows, repair
-from sweep.summary import changed_flags, ci_text, closest_line, describe_params, reached_text, summary_card
+from sweep.summary import (
+    Summary,
+    changed_flags,
+    ci_text,
+    closest_line,
+    describe_params,
+    reached_text,
+    states_text,
+    summarize,
+)
 
 STATE_COLORS = {
     "reached": "#2ca02c",
@@ -109,10 +118,10 @@ def render(run_dir: Path, rows: list[dict]) -> str:
     """The HTML page: summary card, Pareto chart(s), phases, success curves, burn-down, sortable table."""
     import plotly.graph_objects as go
 
-    trials, card = trials_table(rows), summary_card(rows)
+    trials, card = trials_table(rows), summarize(rows)
     curves, burn = curves_table(rows), burn_table(rows, _budget(run_dir))
     figs: list[tuple[str, Any]] = []
-    pareto = set(card["pareto"])
+    pareto = set(card.pareto)
     ran = trials[trials["state"] != "not run"] if len(trials) else trials  # the charts show trials that ran
     if len(ran):
         fig = go.Figure()
@@ -218,31 +227,30 @@ def _target(run_dir: Path) -> float | None:
     return float(yaml.safe_load(path.read_text())["target"]["success"]) if path.exists() else None
 
 
-def _card_html(card: dict[str, Any]) -> str:
-    rec = card["recommended"]
+def _card_html(s: Summary) -> str:
+    rec = s.recommended
     lines = []
     if rec:
-        knobs = describe_params(rec["params"])
-        lo, hi = rec["success_ci"]
+        knobs = describe_params(rec.params)
         lines += [
-            f"<p><b>Recommended (trial {rec['trial']}):</b> {html.escape(knobs)}</p>",
+            f"<p><b>Recommended (trial {rec.trial}):</b> {html.escape(knobs)}</p>",
             "<ul>",
-            f"<li>USD to target: <b>${rec['usd_to_target']:.4f}</b>; wall-clock to target: "
-            f"<b>{rec['wall_to_target_s']:.1f} s</b>; study spend per target-reaching checkpoint: "
-            f"<b>${card['usd_per_reached']:.4f}</b> ({reached_text(card)})</li>",
-            f"<li>{_checkpoint_html(rec['checkpoint'])}</li>",
-            f"<li>held-out success {rec['success']:.3f} ({ci_text(lo, hi)}, {rec['eval_episodes']} episodes)</li>",
-            f"<li>training throughput {rec['throughput_sps']:,.0f} env steps/s; bottleneck: {rec['bottleneck']}</li>",
-            f"<li>price: {html.escape(rec['price_label'])} (${rec['price_usd_per_hour']:g}/h), device "
-            f"{html.escape(str(rec['device']))}</li>",
+            f"<li>USD to target: <b>${rec.usd_to_target:.4f}</b>; wall-clock to target: "
+            f"<b>{rec.wall_to_target_s:.1f} s</b>; study spend per target-reaching checkpoint: "
+            f"<b>${s.usd_per_reached:.4f}</b> ({reached_text(s)})</li>",
+            f"<li>{_checkpoint_html(rec.checkpoint)}</li>",
+            f"<li>held-out success {rec.success:.3f} ({ci_text(rec.success_lo, rec.success_hi)}, "
+            f"{rec.eval_episodes} episodes)</li>",
+            f"<li>training throughput {rec.throughput_sps:,.0f} env steps/s; bottleneck: {rec.bottleneck}</li>",
+            f"<li>price: {html.escape(rec.price_label)} (${rec.price_usd_per_hour:g}/h), device "
+            f"{html.escape(str(rec.device))}</li>",
             "</ul>",
         ]
     else:
-        lines.append(f"<p><b>No trial reached the target</b>; {html.escape(closest_line(card))}.</p>")
-    states = ", ".join(f"{n} {s}" for s, n in sorted(card["trials_by_state"].items()))
+        lines.append(f"<p><b>No trial reached the target</b>; {html.escape(closest_line(s))}.</p>")
     lines.append(
-        f"<p>Study spend <b>${card['total_usd']:.4f}</b>, of which {100 * card['pruned_failed_share']:.1f}% on pruned "
-        f"and failed trials. Trials: {states}.</p>"
+        f"<p>Study spend <b>${s.total_usd:.4f}</b>, of which {100 * s.pruned_failed_share:.1f}% on pruned "
+        f"and failed trials. Trials: {states_text(s)}.</p>"
     )
     return "\n".join(lines)
 

@@ -52,15 +52,11 @@ def test_tables_equal_numbers_recomputed_from_the_ledger(tmp_path: Path) -> None
     assert trials.loc[1, "usd"] == pytest.approx(6.0)  # pruned spend counted
     assert trials.loc[2, "usd"] == pytest.approx(3.0)  # failed spend counted
     assert trials.loc[3, "usd_to_target"] == pytest.approx(metrics(rows[6])["usd_to_target"])
-    card = summary.summary_card(rows)
-    assert card["total_usd"] == pytest.approx(10 + 6 + 3 + 8 + 12)
-    assert card["pruned_failed_share"] == pytest.approx(9 / 39)
-    assert card["recommended"]["trial"] == 3 and card["trials_by_state"] == {
-        "reached": 2,
-        "pruned": 1,
-        "failed": 1,
-        "capped": 1,
-    }
+    card = summary.summarize(rows)
+    assert card.total_usd == pytest.approx(10 + 6 + 3 + 8 + 12)
+    assert card.pruned_failed_share == pytest.approx(9 / 39)
+    assert card.recommended is not None and card.recommended.trial == 3
+    assert card.trials_by_state == {"reached": 2, "pruned": 1, "failed": 1, "capped": 1}
     burn = report.burn_table(rows, 50.0)
     assert burn["spent_usd"].iloc[-1] == pytest.approx(39.0)
     assert burn["left_usd"].iloc[-1] == pytest.approx(11.0)
@@ -70,10 +66,10 @@ def test_tables_equal_numbers_recomputed_from_the_ledger(tmp_path: Path) -> None
 
 def test_dollars_per_reaching_checkpoint_and_the_winners_checkpoint_are_shown(tmp_path: Path) -> None:
     run_dir, rows = write_run(tmp_path)
-    card = summary.summary_card(rows)
-    assert card["usd_per_reached"] == pytest.approx(39.0 / 2) and card["reached_trials"] == 2
-    rec = card["recommended"]
-    assert rec["usd_to_target"] == pytest.approx(8.0) and rec["checkpoint"] == "trials/0003/checkpoint.pt"
+    card = summary.summarize(rows)
+    assert card.usd_per_reached == pytest.approx(39.0 / 2) and card.reached_trials == 2
+    rec = card.recommended
+    assert rec is not None and rec.usd_to_target == pytest.approx(8.0) and rec.checkpoint == "trials/0003/checkpoint.pt"
     trials = report.trials_table(rows).set_index("trial")
     assert trials.loc[0, "checkpoint"] == "trials/0000/checkpoint.pt" and trials["checkpoint"].isna().sum() == 3
     html = report.write(run_dir).read_text()
@@ -86,10 +82,10 @@ def test_dollars_per_reaching_checkpoint_and_the_winners_checkpoint_are_shown(tm
 def test_configs_told_without_running_are_counted_apart_from_pruned_ones(tmp_path: Path) -> None:
     _, rows = write_run(tmp_path)
     rows.append({**rows[3], "trial": 5, "billable_s": 0.0, "phases_s": {}, "env_steps": 0, "success": None})
-    card = summary.summary_card(rows)
-    assert card["trials_by_state"]["not run"] == 1 and card["trials_by_state"]["pruned"] == 1
+    card = summary.summarize(rows)
+    assert card.trials_by_state["not run"] == 1 and card.trials_by_state["pruned"] == 1
     assert report.trials_table(rows).set_index("trial").loc[5, "state"] == "not run"
-    assert card["total_usd"] == pytest.approx(39.0)
+    assert card.total_usd == pytest.approx(39.0)
 
 
 def test_report_is_one_self_contained_file(tmp_path: Path) -> None:
@@ -138,8 +134,9 @@ def test_with_no_trial_at_the_target_the_summary_names_the_closest_and_the_key_t
         for r in rows:
             w.append(r)
     (run_dir / "config.yaml").write_text(yaml.safe_dump({"budget": {"usd": 50.0}, "target": {"success": 0.9}}))
-    near = summary.summary_card(rows)["closest"]
-    assert (near["trial"], near["success"], near["state"]) == (0, 0.62, "capped") and near["usd"] == pytest.approx(12)
+    near = summary.summarize(rows).closest
+    assert near is not None and (near.trial, near.success, near.state) == (0, 0.62, "capped")
+    assert near.usd == pytest.approx(12)
     text = summary.text_summary(run_dir)
     assert "no trial reached the target; closest: trial 0 (64 envs x 24 steps" in text
     assert "held-out success 0.620, capped after $12.0000" in text and "budget.trial_usd" in text
