@@ -1,7 +1,8 @@
 """The run report: tables first (pandas, from the ledger and study only), then one self-contained HTML file.
 
-``python -m sweep.report reports/<run_id>`` regenerates it. Only :func:`render` touches plotly; the
-table functions are what the tests check against numbers recomputed from the ledger.
+``python -m sweep.report reports/<run_id>`` regenerates it. Each chart is a ``*_table`` (data) and a ``*_figure``
+(plotly, from that table only); :func:`render` assembles them. The tables are what the tests check against
+numbers recomputed from the ledger.
 """
 
 from __future__ import annotations
@@ -114,92 +115,124 @@ def _budget(run_dir: Path) -> float | None:
     return float((yaml.safe_load(path.read_text()) or {}).get("budget", {}).get("usd", 0)) or None
 
 
-def render(run_dir: Path, rows: list[dict]) -> str:
-    """The HTML page: summary card, Pareto chart(s), phases, success curves, burn-down, sortable table."""
+def pareto_figure(ran: Any, pareto: set[int]) -> Any:
+    """Throughput against USD to target (USD spent for unreached trials), one marker per trial that ran."""
     import plotly.graph_objects as go
 
-    trials, card = trials_table(rows), summarize(rows)
+    fig = go.Figure()
+    for state, group in ran.groupby("state"):
+        hover = [
+            "<br>".join(
+                f"{k}: {str(v)[:REASON_CHARS]}"
+                for k, v in r.items()
+                if k in ("trial", "reason", "flags", *KNOB_COLUMNS)
+            )
+            for r in group.to_dict("records")
+        ]
+        y = group["usd_to_target"].where(group["usd_to_target"].notna(), group["usd"])
+        fig.add_trace(
+            go.Scatter(
+                x=group["throughput_sps"],
+                y=y,
+                mode="markers",
+                name=state,
+                text=hover,
+                hoverinfo="text+x+y",
+                marker={
+                    "color": STATE_COLORS.get(state, "#333"),
+                    "size": 11,
+                    "symbol": ["star" if t in pareto else "circle" for t in group["trial"]],
+                    "line": {"width": [2 if t in pareto else 0 for t in group["trial"]], "color": "black"},
+                },
+            )
+        )
+    fig.update_layout(
+        title="Training throughput vs USD to target (unreached trials: USD spent); stars: Pareto set",
+        xaxis_title="env steps / training second",
+        yaxis_title="USD",
+        height=480,
+    )
+    return fig
+
+
+def wall_figure(ran: Any) -> Any | None:
+    """Wall-clock against USD to target of the reached trials; None when one price makes them proportional."""
+    import plotly.graph_objects as go
+
+    reached = ran[ran["state"] == "reached"]
+    if not len(reached) or _proportional(reached):
+        return None
+    fig = go.Figure(
+        go.Scatter(
+            x=reached["wall_to_target_s"],
+            y=reached["usd_to_target"],
+            mode="markers",
+            text=reached["trial"],
+            marker={"color": STATE_COLORS["reached"], "size": 11},
+        )
+    )
+    fig.update_layout(title="Wall-clock vs USD to target", xaxis_title="seconds", yaxis_title="USD", height=420)
+    return fig
+
+
+def phases_figure(ran: Any) -> Any:
+    """Billable seconds of every trial that ran, stacked by phase."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for p in PHASES:
+        fig.add_trace(go.Bar(name=p, x=ran["trial"].astype(str), y=ran[f"{p}_s"]))
+    fig.update_layout(
+        barmode="stack", title="Billable seconds by phase", xaxis_title="trial", yaxis_title="seconds", height=420
+    )
+    return fig
+
+
+def curves_figure(curves: Any, target: float | None) -> Any:
+    """Held-out success against USD spent, one line per trial; the target as a dashed line."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for trial, group in curves.groupby("trial"):
+        fig.add_trace(go.Scatter(x=group["usd"], y=group["success"], mode="lines+markers", name=f"trial {trial}"))
+    if target is not None:
+        fig.add_hline(y=target, line_dash="dash", annotation_text=f"target {target:g}")
+    fig.update_layout(title="Held-out success vs USD spent", xaxis_title="USD", yaxis_title="success", height=420)
+    return fig
+
+
+def burn_figure(burn: Any) -> Any:
+    """Budget left (or spend, without a budget) over the run's minutes."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure(go.Scatter(x=burn["minutes"], y=burn.get("left_usd", burn["spent_usd"]), mode="lines"))
+    fig.update_layout(
+        title="Budget left over time" if "left_usd" in burn else "Spend over time",
+        xaxis_title="minutes since the first row",
+        yaxis_title="USD",
+        height=380,
+    )
+    return fig
+
+
+def render(run_dir: Path, rows: list[dict]) -> str:
+    """The HTML page: summary card, Pareto chart(s), phases, success curves, burn-down, sortable table."""
+    trials, s = trials_table(rows), summarize(rows)
     curves, burn = curves_table(rows), burn_table(rows, _budget(run_dir))
-    figs: list[tuple[str, Any]] = []
-    pareto = set(card.pareto)
     ran = trials[trials["state"] != "not run"] if len(trials) else trials  # the charts show trials that ran
+    figs: list[tuple[str, Any]] = []
     if len(ran):
-        fig = go.Figure()
-        for state, group in ran.groupby("state"):
-            hover = [
-                "<br>".join(
-                    f"{k}: {str(v)[:REASON_CHARS]}"
-                    for k, v in r.items()
-                    if k in ("trial", "reason", "flags", *KNOB_COLUMNS)
-                )
-                for r in group.to_dict("records")
-            ]
-            y = group["usd_to_target"].where(group["usd_to_target"].notna(), group["usd"])
-            fig.add_trace(
-                go.Scatter(
-                    x=group["throughput_sps"],
-                    y=y,
-                    mode="markers",
-                    name=state,
-                    text=hover,
-                    hoverinfo="text+x+y",
-                    marker={
-                        "color": STATE_COLORS.get(state, "#333"),
-                        "size": 11,
-                        "symbol": ["star" if t in pareto else "circle" for t in group["trial"]],
-                        "line": {"width": [2 if t in pareto else 0 for t in group["trial"]], "color": "black"},
-                    },
-                )
-            )
-        fig.update_layout(
-            title="Training throughput vs USD to target (unreached trials: USD spent); stars: Pareto set",
-            xaxis_title="env steps / training second",
-            yaxis_title="USD",
-            height=480,
-        )
-        figs.append(("pareto", fig))
-        reached = ran[ran["state"] == "reached"]
-        if len(reached) and not _proportional(reached):
-            wall = go.Figure(
-                go.Scatter(
-                    x=reached["wall_to_target_s"],
-                    y=reached["usd_to_target"],
-                    mode="markers",
-                    text=reached["trial"],
-                    marker={"color": STATE_COLORS["reached"], "size": 11},
-                )
-            )
-            wall.update_layout(
-                title="Wall-clock vs USD to target", xaxis_title="seconds", yaxis_title="USD", height=420
-            )
-            figs.append(("wall", wall))
-        phases = go.Figure()
-        for p in PHASES:
-            phases.add_trace(go.Bar(name=p, x=ran["trial"].astype(str), y=ran[f"{p}_s"]))
-        phases.update_layout(
-            barmode="stack", title="Billable seconds by phase", xaxis_title="trial", yaxis_title="seconds", height=420
-        )
-        figs.append(("phases", phases))
+        figs += [
+            ("pareto", pareto_figure(ran, set(s.pareto))),
+            ("wall", wall_figure(ran)),
+            ("phases", phases_figure(ran)),
+        ]
     if len(curves):
-        succ = go.Figure()
-        for trial, group in curves.groupby("trial"):
-            succ.add_trace(go.Scatter(x=group["usd"], y=group["success"], mode="lines+markers", name=f"trial {trial}"))
-        target = _target(run_dir)
-        if target is not None:
-            succ.add_hline(y=target, line_dash="dash", annotation_text=f"target {target:g}")
-        succ.update_layout(title="Held-out success vs USD spent", xaxis_title="USD", yaxis_title="success", height=420)
-        figs.append(("success", succ))
+        figs.append(("success", curves_figure(curves, _target(run_dir))))
     if len(burn):
-        burnfig = go.Figure(go.Scatter(x=burn["minutes"], y=burn.get("left_usd", burn["spent_usd"]), mode="lines"))
-        burnfig.update_layout(
-            title="Budget left over time" if "left_usd" in burn else "Spend over time",
-            xaxis_title="minutes since the first row",
-            yaxis_title="USD",
-            height=380,
-        )
-        figs.append(("burn", burnfig))
+        figs.append(("burn", burn_figure(burn)))
     parts = []
-    for i, (name, fig) in enumerate(figs):
+    for i, (name, fig) in enumerate((name, fig) for name, fig in figs if fig is not None):
         parts.append(
             f'<section id="{name}">'
             + fig.to_html(full_html=False, include_plotlyjs="inline" if i == 0 else False, div_id=f"fig-{name}")
@@ -207,7 +240,7 @@ def render(run_dir: Path, rows: list[dict]) -> str:
         )
     return _PAGE.format(
         title=html.escape(f"sweep report: {run_dir.name}"),
-        card=_card_html(card),
+        card=_card_html(s),
         figures="\n".join(parts),
         table=_table_html(trials),
         data=html.escape(json.dumps({"trials": len(trials)})),
