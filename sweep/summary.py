@@ -5,12 +5,13 @@ three printouts (``sweep.run``'s text, ``sweep.trial``'s trial summary, the repo
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sweep.ledger import end_label, last_rows, metrics, read_rows, summary_figures
+from sweep.ledger import END_STATES, end_label, last_rows, metrics, read_rows, summary_figures
 
 
 @dataclass(frozen=True)
@@ -254,3 +255,115 @@ def format_summary(s: Summary, trial: int, target: float, ledger_path: Path) -> 
         lines.append(f"  spent              {t.wall_s:.1f} s, ${t.usd:.4f} at {t.price_label}")
     lines += [f"  bottleneck         {t.bottleneck}", f"  ledger             {ledger_path} ({s.n_rows} rows)"]
     return "\n".join(lines)
+
+
+#: Student t 0.975 quantiles for 1-30 degrees of freedom (scipy.stats.t.ppf, to 6 decimals); above 30 an expansion.
+_T975 = (
+    12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004, 2.262157, 2.228139,
+    2.200985, 2.178813, 2.160369, 2.144787, 2.131450, 2.119905, 2.109816, 2.100922, 2.093024, 2.085963,
+    2.079614, 2.073873, 2.068658, 2.063899, 2.059539, 2.055529, 2.051831, 2.048407, 2.045230, 2.042272,
+)  # fmt: skip
+_Z975 = 1.959963985
+
+
+def t975(df: int) -> float:
+    """The two-sided 95% Student t quantile for ``df`` >= 1 degrees of freedom (scipy is not a dependency)."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1 (got {df})")
+    if df <= len(_T975):
+        return _T975[df - 1]
+    z, n = _Z975, float(df)  # Cornish-Fisher expansion around the normal quantile: within 1e-6 from 31 on
+    return (
+        z
+        + (z**3 + z) / (4 * n)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * n**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * n**3)
+    )
+
+
+@dataclass(frozen=True)
+class ConfigStat:
+    """One config (``contract.config_key``) over the trials that ran it, each with its own seed: the mean USD to
+    target of the seeds that reached it, with a 95% Student t interval over those seeds."""
+
+    key: tuple
+    params: dict[str, Any]
+    """The params of the config's first trial (as the ledger records them)."""
+    trials: tuple[int, ...]
+    """Trials that ran this config to an end (configs told without running and trials still running left out)."""
+    seeds: tuple[int, ...]
+    """Their training seeds, in the same order."""
+    reached_trials: tuple[int, ...]
+    usd_to_target: tuple[float, ...]
+    """USD to target of each reached trial, in the order of ``reached_trials``."""
+    mean_usd: float | None
+    """Mean USD to target over the reached seeds (None when none reached)."""
+    lo: float | None
+    """Lower end of the 95% t interval of that mean (equal to the mean with one reached seed)."""
+    hi: float | None
+
+    @property
+    def n_seeds(self) -> int:
+        return len(self.trials)
+
+    @property
+    def n_reached(self) -> int:
+        return len(self.reached_trials)
+
+    @property
+    def reached_seeds(self) -> tuple[int, ...]:
+        return tuple(seed for t, seed in zip(self.trials, self.seeds, strict=True) if t in self.reached_trials)
+
+
+def config_stats(rows: list[dict]) -> list[ConfigStat]:
+    """Every config that ran, with its seeds and the mean USD to target of those that reached (cheapest first;
+    configs with no reached seed last, by first trial)."""
+    groups: dict[tuple, list[dict]] = {}
+    ends = last_rows(rows)
+    for r in (ends[t] for t in sorted(ends)):
+        if r["state"] in END_STATES and end_label(r) != "not run":
+            groups.setdefault(_config_key(r["params"]), []).append(r)
+    stats = []
+    for key, members in groups.items():
+        reached = [r for r in members if r["state"] == "reached"]
+        usd = tuple(float(metrics(r)["usd_to_target"]) for r in reached)
+        mean, lo, hi = _t_interval(usd)
+        stats.append(
+            ConfigStat(
+                key=key,
+                params=members[0]["params"],
+                trials=tuple(int(r["trial"]) for r in members),
+                seeds=tuple(int(r.get("seed", 0)) for r in members),
+                reached_trials=tuple(int(r["trial"]) for r in reached),
+                usd_to_target=usd,
+                mean_usd=mean,
+                lo=lo,
+                hi=hi,
+            )
+        )
+    return sorted(stats, key=lambda c: (c.mean_usd is None, c.mean_usd or 0.0, c.trials[0]))
+
+
+def _t_interval(values: tuple[float, ...]) -> tuple[float | None, float | None, float | None]:
+    """(mean, lo, hi): the 95% Student t interval of the mean; a single value is its own interval."""
+    n = len(values)
+    if n == 0:
+        return None, None, None
+    mean = sum(values) / n
+    if n == 1:
+        return mean, mean, mean
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = t975(n - 1) * sd / math.sqrt(n)
+    return mean, mean - half, mean + half
+
+
+def _config_key(params: dict[str, Any]) -> tuple:
+    """``contract.config_key``; a ledger that names a flag this catalog no longer has (or lacks a knob) keeps its
+    params as recorded for an identity, so an older ledger still gets its report."""
+    from sweep.contract import config_key
+    from sweep.errors import ConfigError
+
+    try:
+        return config_key(params)
+    except (ConfigError, KeyError, TypeError, ValueError):
+        return ("as recorded", *sorted((k, repr(v)) for k, v in params.items() if k not in ("backend", "profile")))
