@@ -1,7 +1,8 @@
 """The run report: tables first (pandas, from the ledger and study only), then one self-contained HTML file.
 
-``python -m sweep.report reports/<run_id>`` regenerates it. Only :func:`render` touches plotly; the
-table functions are what the tests check against numbers recomputed from the ledger.
+``python -m sweep.report reports/<run_id>`` regenerates it. Each chart is a table here (data: what the tests check
+against numbers recomputed from the ledger) and a figure of :mod:`sweep.charts` (plotly, from that table only);
+:func:`render` assembles them.
 """
 
 from __future__ import annotations
@@ -11,20 +12,30 @@ import json
 from pathlib import Path
 from typing import Any
 
+from sweep.charts import (
+    KNOB_COLUMNS,
+    REASON_CHARS,
+    burn_figure,
+    config_map_figure,
+    curves_figure,
+    pareto_figure,
+    phases_figure,
+    seeds_figure,
+    wall_figure,
+)
 from sweep.ledger import PHASES, end_label, last_rows, metrics, read_rows, repair
-from sweep.summary import changed_flags, ci_text, closest_line, describe_params, reached_text, summary_card
-
-STATE_COLORS = {
-    "reached": "#2ca02c",
-    "pruned": "#ff7f0e",
-    "failed": "#d62728",
-    "capped": "#7f7f7f",
-    "running": "#1f77b4",
-}
-KNOB_COLUMNS = ("num_envs", "num_steps_per_env", "num_mini_batches")
-
-#: Characters of a trial's end reason shown in the table and hover text (the ledger keeps it whole).
-REASON_CHARS = 120
+from sweep.summary import (
+    ConfigStat,
+    Summary,
+    changed_flags,
+    ci_text,
+    closest_line,
+    config_stats,
+    describe_params,
+    reached_text,
+    states_text,
+    summarize,
+)
 
 
 def trials_table(rows: list[dict]) -> Any:
@@ -105,110 +116,78 @@ def _budget(run_dir: Path) -> float | None:
     return float((yaml.safe_load(path.read_text()) or {}).get("budget", {}).get("usd", 0)) or None
 
 
-def render(run_dir: Path, rows: list[dict]) -> str:
-    """The HTML page: summary card, Pareto chart(s), phases, success curves, burn-down, sortable table."""
-    import plotly.graph_objects as go
+def config_map_table(stats: list[ConfigStat]) -> Any:
+    """One line per (num_envs, num_steps_per_env) cell of the grid the trials spanned: the mean USD to target of its
+    cheapest config (NaN where no trial of the cell reached), the trials it holds, and the cell's label."""
+    import pandas as pd
 
-    trials, card = trials_table(rows), summary_card(rows)
-    curves, burn = curves_table(rows), burn_table(rows, _budget(run_dir))
-    figs: list[tuple[str, Any]] = []
-    pareto = set(card["pareto"])
+    cells: dict[tuple[int, int], list[ConfigStat]] = {}
+    for c in stats:
+        envs, steps = c.params.get("num_envs"), c.params.get("num_steps_per_env")
+        if isinstance(envs, int) and isinstance(steps, int):
+            cells.setdefault((envs, steps), []).append(c)
+    records = []
+    for envs in sorted({e for e, _ in cells}):
+        for steps in sorted({s for _, s in cells}):
+            group = cells.get((envs, steps), [])
+            best = min((c for c in group if c.mean_usd is not None), key=lambda c: c.mean_usd or 0.0, default=None)
+            trials = sorted(t for c in group for t in c.trials)
+            if best is not None:
+                label = f"${best.mean_usd:.4f} (n={best.n_reached})"
+            elif group:
+                label = f"none reached ({len(trials)} trial{'s' if len(trials) != 1 else ''})"
+            else:
+                label = "not run"
+            records.append(
+                {
+                    "num_envs": envs,
+                    "num_steps_per_env": steps,
+                    "mean_usd": best.mean_usd if best is not None else None,
+                    "best_trials": ", ".join(map(str, best.trials)) if best is not None else "",
+                    "configs": len(group),
+                    "trials": ", ".join(map(str, trials)),
+                    "label": label,
+                }
+            )
+    columns = ["num_envs", "num_steps_per_env", "mean_usd", "best_trials", "configs", "trials", "label"]
+    return pd.DataFrame.from_records(records, columns=columns).astype({"mean_usd": float})
+
+
+def figures(run_dir: Path, rows: list[dict]) -> list[tuple[str, Any]]:
+    """Every chart of the page that has something to show, as (section name, plotly figure), in page order."""
+    trials, s = trials_table(rows), summarize(rows)
     ran = trials[trials["state"] != "not run"] if len(trials) else trials  # the charts show trials that ran
+    stats = config_stats(rows)
+    figs: list[tuple[str, Any]] = []
     if len(ran):
-        fig = go.Figure()
-        for state, group in ran.groupby("state"):
-            hover = [
-                "<br>".join(
-                    f"{k}: {str(v)[:REASON_CHARS]}"
-                    for k, v in r.items()
-                    if k in ("trial", "reason", "flags", *KNOB_COLUMNS)
-                )
-                for r in group.to_dict("records")
-            ]
-            y = group["usd_to_target"].where(group["usd_to_target"].notna(), group["usd"])
-            fig.add_trace(
-                go.Scatter(
-                    x=group["throughput_sps"],
-                    y=y,
-                    mode="markers",
-                    name=state,
-                    text=hover,
-                    hoverinfo="text+x+y",
-                    marker={
-                        "color": STATE_COLORS.get(state, "#333"),
-                        "size": 11,
-                        "symbol": ["star" if t in pareto else "circle" for t in group["trial"]],
-                        "line": {"width": [2 if t in pareto else 0 for t in group["trial"]], "color": "black"},
-                    },
-                )
-            )
-        fig.update_layout(
-            title="Training throughput vs USD to target (unreached trials: USD spent); stars: Pareto set",
-            xaxis_title="env steps / training second",
-            yaxis_title="USD",
-            height=480,
-        )
-        figs.append(("pareto", fig))
-        reached = ran[ran["state"] == "reached"]
-        if len(reached) and not _proportional(reached):
-            wall = go.Figure(
-                go.Scatter(
-                    x=reached["wall_to_target_s"],
-                    y=reached["usd_to_target"],
-                    mode="markers",
-                    text=reached["trial"],
-                    marker={"color": STATE_COLORS["reached"], "size": 11},
-                )
-            )
-            wall.update_layout(
-                title="Wall-clock vs USD to target", xaxis_title="seconds", yaxis_title="USD", height=420
-            )
-            figs.append(("wall", wall))
-        phases = go.Figure()
-        for p in PHASES:
-            phases.add_trace(go.Bar(name=p, x=ran["trial"].astype(str), y=ran[f"{p}_s"]))
-        phases.update_layout(
-            barmode="stack", title="Billable seconds by phase", xaxis_title="trial", yaxis_title="seconds", height=420
-        )
-        figs.append(("phases", phases))
+        figs += [("pareto", pareto_figure(ran, set(s.pareto))), ("wall", wall_figure(ran))]
+        figs += [("seeds", seeds_figure(stats)), ("map", config_map_figure(config_map_table(stats)))]
+        figs.append(("phases", phases_figure(ran)))
+    curves, burn = curves_table(rows), burn_table(rows, _budget(run_dir))
     if len(curves):
-        succ = go.Figure()
-        for trial, group in curves.groupby("trial"):
-            succ.add_trace(go.Scatter(x=group["usd"], y=group["success"], mode="lines+markers", name=f"trial {trial}"))
-        target = _target(run_dir)
-        if target is not None:
-            succ.add_hline(y=target, line_dash="dash", annotation_text=f"target {target:g}")
-        succ.update_layout(title="Held-out success vs USD spent", xaxis_title="USD", yaxis_title="success", height=420)
-        figs.append(("success", succ))
+        figs.append(("success", curves_figure(curves, _target(run_dir))))
     if len(burn):
-        burnfig = go.Figure(go.Scatter(x=burn["minutes"], y=burn.get("left_usd", burn["spent_usd"]), mode="lines"))
-        burnfig.update_layout(
-            title="Budget left over time" if "left_usd" in burn else "Spend over time",
-            xaxis_title="minutes since the first row",
-            yaxis_title="USD",
-            height=380,
-        )
-        figs.append(("burn", burnfig))
+        figs.append(("burn", burn_figure(burn)))
+    return [(name, fig) for name, fig in figs if fig is not None]
+
+
+def render(run_dir: Path, rows: list[dict]) -> str:
+    """The HTML page: summary card, the charts of :func:`figures`, sortable table."""
     parts = []
-    for i, (name, fig) in enumerate(figs):
+    for i, (name, fig) in enumerate(figures(run_dir, rows)):
         parts.append(
             f'<section id="{name}">'
             + fig.to_html(full_html=False, include_plotlyjs="inline" if i == 0 else False, div_id=f"fig-{name}")
             + "</section>"
         )
+    trials = trials_table(rows)
     return _PAGE.format(
         title=html.escape(f"sweep report: {run_dir.name}"),
-        card=_card_html(card),
+        card=_card_html(summarize(rows)),
         figures="\n".join(parts),
         table=_table_html(trials),
         data=html.escape(json.dumps({"trials": len(trials)})),
     )
-
-
-def _proportional(reached: Any) -> bool:
-    """USD and wall-clock agree (one price for every trial): the second view adds nothing."""
-    ratio = reached["usd_to_target"] / reached["wall_to_target_s"]
-    return bool((ratio.max() - ratio.min()) <= 1e-9 * max(ratio.max(), 1e-12))
 
 
 def _target(run_dir: Path) -> float | None:
@@ -218,31 +197,30 @@ def _target(run_dir: Path) -> float | None:
     return float(yaml.safe_load(path.read_text())["target"]["success"]) if path.exists() else None
 
 
-def _card_html(card: dict[str, Any]) -> str:
-    rec = card["recommended"]
+def _card_html(s: Summary) -> str:
+    rec = s.recommended
     lines = []
     if rec:
-        knobs = describe_params(rec["params"])
-        lo, hi = rec["success_ci"]
+        knobs = describe_params(rec.params)
         lines += [
-            f"<p><b>Recommended (trial {rec['trial']}):</b> {html.escape(knobs)}</p>",
+            f"<p><b>Recommended (trial {rec.trial}):</b> {html.escape(knobs)}</p>",
             "<ul>",
-            f"<li>USD to target: <b>${rec['usd_to_target']:.4f}</b>; wall-clock to target: "
-            f"<b>{rec['wall_to_target_s']:.1f} s</b>; study spend per target-reaching checkpoint: "
-            f"<b>${card['usd_per_reached']:.4f}</b> ({reached_text(card)})</li>",
-            f"<li>{_checkpoint_html(rec['checkpoint'])}</li>",
-            f"<li>held-out success {rec['success']:.3f} ({ci_text(lo, hi)}, {rec['eval_episodes']} episodes)</li>",
-            f"<li>training throughput {rec['throughput_sps']:,.0f} env steps/s; bottleneck: {rec['bottleneck']}</li>",
-            f"<li>price: {html.escape(rec['price_label'])} (${rec['price_usd_per_hour']:g}/h), device "
-            f"{html.escape(str(rec['device']))}</li>",
+            f"<li>USD to target: <b>${rec.usd_to_target:.4f}</b>; wall-clock to target: "
+            f"<b>{rec.wall_to_target_s:.1f} s</b>; study spend per target-reaching checkpoint: "
+            f"<b>${s.usd_per_reached:.4f}</b> ({reached_text(s)})</li>",
+            f"<li>{_checkpoint_html(rec.checkpoint)}</li>",
+            f"<li>held-out success {rec.success:.3f} ({ci_text(rec.success_lo, rec.success_hi)}, "
+            f"{rec.eval_episodes} episodes)</li>",
+            f"<li>training throughput {rec.throughput_sps:,.0f} env steps/s; bottleneck: {rec.bottleneck}</li>",
+            f"<li>price: {html.escape(rec.price_label)} (${rec.price_usd_per_hour:g}/h), device "
+            f"{html.escape(str(rec.device))}</li>",
             "</ul>",
         ]
     else:
-        lines.append(f"<p><b>No trial reached the target</b>; {html.escape(closest_line(card))}.</p>")
-    states = ", ".join(f"{n} {s}" for s, n in sorted(card["trials_by_state"].items()))
+        lines.append(f"<p><b>No trial reached the target</b>; {html.escape(closest_line(s))}.</p>")
     lines.append(
-        f"<p>Study spend <b>${card['total_usd']:.4f}</b>, of which {100 * card['pruned_failed_share']:.1f}% on pruned "
-        f"and failed trials. Trials: {states}.</p>"
+        f"<p>Study spend <b>${s.total_usd:.4f}</b>, of which {100 * s.pruned_failed_share:.1f}% on pruned "
+        f"and failed trials. Trials: {states_text(s)}.</p>"
     )
     return "\n".join(lines)
 

@@ -1,55 +1,148 @@
-"""The figures a run ends with, from its ledger only: the summary card behind the report's top box and the
-text ``sweep.run`` prints, the recommended trial (or the one that came closest), and how a config is described.
+"""The figures a run ends with, from its ledger only: one :class:`Summary` (built by :func:`summarize`) behind the
+three printouts (``sweep.run``'s text, ``sweep.trial``'s trial summary, the report's top box), the recommended trial
+(or the one that came closest), how a config is described, and the per-config statistics over seeds.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sweep.ledger import end_label, last_rows, metrics, read_rows, summary_figures
+from sweep.ledger import END_STATES, end_label, last_rows, metrics, read_rows, summary_figures
 
 
-def summary_card(rows: list[dict]) -> dict[str, Any]:
-    """The figures at the top of the report (all derived from ledger rows)."""
+@dataclass(frozen=True)
+class TrialFigures:
+    """One trial's figures, from its latest ledger row (its end row once it has ended), each from
+    :func:`sweep.ledger.metrics` over the denominator its name says."""
+
+    trial: int
+    state: str
+    """The ledger state: running / reached / capped / pruned / failed."""
+    label: str
+    """The state shown in counts: 'not run' for a config told PRUNED without running (:func:`end_label`)."""
+    reason: str
+    params: dict[str, Any]
+    seed: int
+    env_steps: int
+    training_s: float
+    """Seconds of sim + policy + learn (throughput's denominator)."""
+    throughput_sps: float
+    """Env steps per training second."""
+    wall_s: float
+    """Billable seconds so far."""
+    usd: float
+    """Billable seconds x price."""
+    usd_to_target: float | None
+    """USD when the trial reached the target, else None."""
+    wall_to_target_s: float | None
+    success: float | None
+    success_lo: float | None
+    success_hi: float | None
+    eval_episodes: int
+    bottleneck: str
+    price_label: str
+    price_usd_per_hour: float
+    device: str
+    checkpoint: str | None
+    """The checkpoint file relative to the run folder, None when none is kept."""
+
+    @classmethod
+    def of(cls, row: dict) -> TrialFigures:
+        m = metrics(row)
+        return cls(
+            trial=int(row["trial"]),
+            state=row["state"],
+            label=end_label(row),
+            reason=row.get("reason", ""),
+            params=row["params"],
+            seed=int(row.get("seed", 0)),
+            env_steps=int(row["env_steps"]),
+            training_s=m["training_s"],
+            throughput_sps=m["throughput_sps"],
+            wall_s=m["wall_s"],
+            usd=m["usd"],
+            usd_to_target=m["usd_to_target"],
+            wall_to_target_s=m["wall_to_target_s"],
+            success=row.get("success"),
+            success_lo=row.get("success_lo"),
+            success_hi=row.get("success_hi"),
+            eval_episodes=int(row.get("eval_episodes", 0)),
+            bottleneck=m["bottleneck"],
+            price_label=row.get("price_label", ""),
+            price_usd_per_hour=float(row["price_usd_per_hour"]),
+            device=row.get("device", ""),
+            checkpoint=row.get("checkpoint") or None,
+        )
+
+
+@dataclass(frozen=True)
+class Closest:
+    """When no trial reached the target: the trial with the best held-out success and the key to change."""
+
+    trial: int
+    params: dict[str, Any]
+    success: float
+    """Its best held-out success (at any checkpoint)."""
+    usd: float
+    """What it spent in all (its latest row)."""
+    state: str
+    change: str
+    """The key that would most likely let it reach (a per-trial cap, the study budget, or the target itself)."""
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Every figure the three printouts show (``sweep.run``, ``sweep.trial``, the report's top box)."""
+
+    total_usd: float
+    """Study spend: every trial, pruned and failed included."""
+    usd_by_state: dict[str, float]
+    pruned_failed_share: float
+    """Share of the study spend on pruned and failed trials (0-1)."""
+    trials_by_state: dict[str, int]
+    """Trials by shown state (:func:`end_label`)."""
+    pareto: list[int]
+    """Trials on the (USD, wall-clock) to target Pareto front."""
+    usd_per_reached: float | None
+    """Study spend per target-reaching trial."""
+    trials: dict[int, TrialFigures]
+    """Every trial's figures, by trial number."""
+    recommended: TrialFigures | None
+    """The cheapest trial to the target, None when none reached."""
+    closest: Closest | None
+    """When none reached: the trial that came closest (None when none was evaluated either)."""
+    n_rows: int
+    """Ledger rows read."""
+
+    @property
+    def reached_trials(self) -> int:
+        return self.trials_by_state.get("reached", 0)
+
+
+def summarize(rows: list[dict]) -> Summary:
+    """The one summary of a ledger (all figures derived from its rows)."""
     figures = summary_figures(rows)
-    ends = last_rows(rows)
-    counts = dict(Counter(end_label(r) for r in ends.values()))
-    card: dict[str, Any] = {
-        "total_usd": figures["total_usd"],
-        "usd_by_state": figures["usd_by_state"],
-        "pruned_failed_share": figures["pruned_failed_share"],
-        "trials_by_state": counts,
-        "pareto": figures["pareto"],
-        "reached_trials": counts.get("reached", 0),
-        "usd_per_reached": figures["usd_per_reaching_trial"],
-        "recommended": None,
-    }
+    trials = {t: TrialFigures.of(r) for t, r in last_rows(rows).items()}
     best = figures["best_trial"]
-    if best is not None:
-        r, m = ends[best], metrics(ends[best])
-        card["recommended"] = {
-            "trial": best,
-            "params": r["params"],
-            "usd_to_target": m["usd_to_target"],
-            "wall_to_target_s": m["wall_to_target_s"],
-            "success": r["success"],
-            "success_ci": [r["success_lo"], r["success_hi"]],
-            "eval_episodes": r["eval_episodes"],
-            "throughput_sps": m["throughput_sps"],
-            "bottleneck": m["bottleneck"],
-            "price_label": r["price_label"],
-            "price_usd_per_hour": r["price_usd_per_hour"],
-            "device": r.get("device", ""),
-            "checkpoint": r.get("checkpoint") or None,
-        }
-    else:
-        card["closest"] = closest_trial(rows)
-    return card
+    return Summary(
+        total_usd=figures["total_usd"],
+        usd_by_state=figures["usd_by_state"],
+        pruned_failed_share=figures["pruned_failed_share"],
+        trials_by_state=dict(Counter(t.label for t in trials.values())),
+        pareto=figures["pareto"],
+        usd_per_reached=figures["usd_per_reaching_trial"],
+        trials=trials,
+        recommended=trials[best] if best is not None else None,
+        closest=closest_trial(rows) if best is None else None,
+        n_rows=len(rows),
+    )
 
 
-def closest_trial(rows: list[dict]) -> dict[str, Any] | None:
+def closest_trial(rows: list[dict]) -> Closest | None:
     """When no trial reached the target: the trial with the best held-out success, how it ended, and the key
     that would most likely let it reach (a per-trial cap, the study budget, or the target itself)."""
     evaluated = [r for r in rows if r.get("success") is not None]
@@ -66,25 +159,18 @@ def closest_trial(rows: list[dict]) -> dict[str, Any] | None:
         key = "prune=false or budget.trial_usd (the planner stopped it on cost)"
     else:
         key = "target.success, or budget.trial_usd for longer trials"
-    return {
-        "trial": best["trial"],
-        "params": best["params"],
-        "success": best["success"],
-        "usd": metrics(end)["usd"],
-        "state": end_label(end),
-        "change": key,
-    }
+    return Closest(best["trial"], best["params"], best["success"], metrics(end)["usd"], end_label(end), key)
 
 
-def closest_line(card: dict[str, Any]) -> str:
+def closest_line(s: Summary) -> str:
     """Which trial came closest to the target and what to change (for a run that found no config)."""
-    near = card.get("closest")
-    if not near:
+    near = s.closest
+    if near is None:
         return "no trial was evaluated"
     return (
-        f"closest: trial {near['trial']} ({describe_params(near['params'])}), "
-        f"held-out success {near['success']:.3f}, {near['state']} after ${near['usd']:.4f}; to go further change "
-        f"{near['change']}"
+        f"closest: trial {near.trial} ({describe_params(near.params)}), "
+        f"held-out success {near.success:.3f}, {near.state} after ${near.usd:.4f}; to go further change "
+        f"{near.change}"
     )
 
 
@@ -112,33 +198,172 @@ def describe_params(params: dict[str, Any]) -> str:
     return text + (f"; flags on: {flags}" if flags else "; no perf flags")
 
 
-def reached_text(card: dict[str, Any]) -> str:
-    n = card["reached_trials"]
+def reached_text(s: Summary) -> str:
+    n = s.reached_trials
     return f"{n} trial{'s' if n != 1 else ''} reached the target"
+
+
+def states_text(s: Summary) -> str:
+    """'1 capped, 2 reached' ('' when the ledger has no trial)."""
+    return ", ".join(f"{n} {state}" for state, n in sorted(s.trials_by_state.items()))
+
+
+def run_text(s: Summary) -> str:
+    """The end-of-run summary printed by sweep.run."""
+    lines = [
+        f"trials: {states_text(s) or 'none'}; study spend ${s.total_usd:.4f} "
+        f"({100 * s.pruned_failed_share:.1f}% on pruned and failed trials)"
+    ]
+    rec = s.recommended
+    if rec:
+        lines += [
+            f"best: trial {rec.trial} ({describe_params(rec.params)})",
+            f"  USD to target ${rec.usd_to_target:.4f}, wall to target {rec.wall_to_target_s:.1f} s, "
+            f"held-out success {rec.success:.3f} ({ci_text(rec.success_lo, rec.success_hi)}), "
+            f"{rec.throughput_sps:,.0f} env steps/s, {rec.bottleneck}",
+            f"  study spend per target-reaching checkpoint ${s.usd_per_reached:.4f} ({reached_text(s)}); "
+            f"checkpoint {rec.checkpoint or 'none saved'}",
+            f"Pareto set (USD, wall-clock): trials {s.pareto}",
+        ]
+    else:
+        lines.append(f"no trial reached the target; {closest_line(s)}")
+    return "\n".join(lines)
 
 
 def text_summary(run_dir: str | Path) -> str:
     """The end-of-run summary printed by sweep.run (from the ledger only)."""
-    rows = read_rows(Path(run_dir) / "ledger.jsonl")
-    card = summary_card(rows)
-    states = ", ".join(f"{n} {s}" for s, n in sorted(card["trials_by_state"].items())) or "none"
-    lines = [
-        f"trials: {states}; study spend ${card['total_usd']:.4f} "
-        f"({100 * card['pruned_failed_share']:.1f}% on pruned and failed trials)"
+    return run_text(summarize(read_rows(Path(run_dir) / "ledger.jsonl")))
+
+
+def format_summary(s: Summary, trial: int, target: float, ledger_path: Path) -> str:
+    """The summary ``python -m sweep.trial`` prints for one trial of the ledger ``s`` was built from."""
+    t = s.trials[trial]
+    lines = [f"trial {t.trial}: {t.state} ({t.reason})"]
+    if t.success is not None:
+        lines.append(
+            f"  held-out success   {t.success:.3f} ({ci_text(t.success_lo, t.success_hi)}, "
+            f"{t.eval_episodes} episodes; target {target:g})"
+        )
+    lines += [
+        f"  env steps          {t.env_steps:,}",
+        f"  throughput         {t.throughput_sps:,.0f} env steps/s (over {t.training_s:.1f} training s)",
     ]
-    rec = card["recommended"]
-    if rec:
-        knobs = describe_params(rec["params"])
-        lo, hi = rec["success_ci"]
-        lines += [
-            f"best: trial {rec['trial']} ({knobs})",
-            f"  USD to target ${rec['usd_to_target']:.4f}, wall to target {rec['wall_to_target_s']:.1f} s, "
-            f"held-out success {rec['success']:.3f} ({ci_text(lo, hi)}), "
-            f"{rec['throughput_sps']:,.0f} env steps/s, {rec['bottleneck']}",
-            f"  study spend per target-reaching checkpoint ${card['usd_per_reached']:.4f} ({reached_text(card)}); "
-            f"checkpoint {rec['checkpoint'] or 'none saved'}",
-            f"Pareto set (USD, wall-clock): trials {card['pareto']}",
-        ]
+    if t.wall_to_target_s is not None:
+        lines.append(f"  wall to target     {t.wall_to_target_s:.1f} s (all billable phases)")
+        lines.append(f"  USD to target      ${t.usd_to_target:.4f} at {t.price_label} (${t.price_usd_per_hour:g}/h)")
     else:
-        lines.append(f"no trial reached the target; {closest_line(card)}")
+        lines.append(f"  spent              {t.wall_s:.1f} s, ${t.usd:.4f} at {t.price_label}")
+    lines += [f"  bottleneck         {t.bottleneck}", f"  ledger             {ledger_path} ({s.n_rows} rows)"]
     return "\n".join(lines)
+
+
+#: Student t 0.975 quantiles for 1-30 degrees of freedom (scipy.stats.t.ppf, to 6 decimals); above 30 an expansion.
+_T975 = (
+    12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004, 2.262157, 2.228139,
+    2.200985, 2.178813, 2.160369, 2.144787, 2.131450, 2.119905, 2.109816, 2.100922, 2.093024, 2.085963,
+    2.079614, 2.073873, 2.068658, 2.063899, 2.059539, 2.055529, 2.051831, 2.048407, 2.045230, 2.042272,
+)  # fmt: skip
+_Z975 = 1.959963985
+
+
+def t975(df: int) -> float:
+    """The two-sided 95% Student t quantile for ``df`` >= 1 degrees of freedom (scipy is not a dependency)."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1 (got {df})")
+    if df <= len(_T975):
+        return _T975[df - 1]
+    z, n = _Z975, float(df)  # Cornish-Fisher expansion around the normal quantile: within 1e-6 from 31 on
+    return (
+        z
+        + (z**3 + z) / (4 * n)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * n**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * n**3)
+    )
+
+
+@dataclass(frozen=True)
+class ConfigStat:
+    """One config (``contract.config_key``) over the trials that ran it, each with its own seed: the mean USD to
+    target of the seeds that reached it, with a 95% Student t interval over those seeds."""
+
+    key: tuple
+    params: dict[str, Any]
+    """The params of the config's first trial (as the ledger records them)."""
+    trials: tuple[int, ...]
+    """Trials that ran this config to an end (configs told without running and trials still running left out)."""
+    seeds: tuple[int, ...]
+    """Their training seeds, in the same order."""
+    reached_trials: tuple[int, ...]
+    usd_to_target: tuple[float, ...]
+    """USD to target of each reached trial, in the order of ``reached_trials``."""
+    mean_usd: float | None
+    """Mean USD to target over the reached seeds (None when none reached)."""
+    lo: float | None
+    """Lower end of the 95% t interval of that mean (equal to the mean with one reached seed)."""
+    hi: float | None
+
+    @property
+    def n_seeds(self) -> int:
+        return len(self.trials)
+
+    @property
+    def n_reached(self) -> int:
+        return len(self.reached_trials)
+
+    @property
+    def reached_seeds(self) -> tuple[int, ...]:
+        return tuple(seed for t, seed in zip(self.trials, self.seeds, strict=True) if t in self.reached_trials)
+
+
+def config_stats(rows: list[dict]) -> list[ConfigStat]:
+    """Every config that ran, with its seeds and the mean USD to target of those that reached (cheapest first;
+    configs with no reached seed last, by first trial)."""
+    groups: dict[tuple, list[dict]] = {}
+    ends = last_rows(rows)
+    for r in (ends[t] for t in sorted(ends)):
+        if r["state"] in END_STATES and end_label(r) != "not run":
+            groups.setdefault(_config_key(r["params"]), []).append(r)
+    stats = []
+    for key, members in groups.items():
+        reached = [r for r in members if r["state"] == "reached"]
+        usd = tuple(float(metrics(r)["usd_to_target"]) for r in reached)
+        mean, lo, hi = _t_interval(usd)
+        stats.append(
+            ConfigStat(
+                key=key,
+                params=members[0]["params"],
+                trials=tuple(int(r["trial"]) for r in members),
+                seeds=tuple(int(r.get("seed", 0)) for r in members),
+                reached_trials=tuple(int(r["trial"]) for r in reached),
+                usd_to_target=usd,
+                mean_usd=mean,
+                lo=lo,
+                hi=hi,
+            )
+        )
+    return sorted(stats, key=lambda c: (c.mean_usd is None, c.mean_usd or 0.0, c.trials[0]))
+
+
+def _t_interval(values: tuple[float, ...]) -> tuple[float | None, float | None, float | None]:
+    """(mean, lo, hi): the 95% Student t interval of the mean; a single value is its own interval."""
+    n = len(values)
+    if n == 0:
+        return None, None, None
+    mean = sum(values) / n
+    if n == 1:
+        return mean, mean, mean
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = t975(n - 1) * sd / math.sqrt(n)
+    return mean, mean - half, mean + half
+
+
+def _config_key(params: dict[str, Any]) -> tuple:
+    """``contract.config_key``; a ledger that names a flag this catalog no longer has (or lacks a knob) keeps its
+    params as recorded for an identity, so an older ledger still gets its report."""
+    from sweep.contract import config_key
+    from sweep.errors import ConfigError
+
+    try:
+        return config_key(params)
+    except (ConfigError, KeyError, TypeError, ValueError):
+        return ("as recorded", *sorted((k, repr(v)) for k, v in params.items() if k not in ("backend", "profile")))

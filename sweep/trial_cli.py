@@ -13,32 +13,7 @@ from sweep.contract import CONTINUE, TrialConfig
 from sweep.errors import ConfigError
 from sweep.learner import resolve_device
 from sweep.ledger import Row
-
-
-def format_summary(row: dict, target: float, ledger_path: Path, n_rows: int) -> str:
-    """The trial summary, computed from a ledger row (never from in-memory state)."""
-    from sweep.ledger import metrics
-
-    m = metrics(row)
-    lines = [f"trial {row['trial']}: {row['state']} ({row['reason']})"]
-    if row.get("success") is not None:
-        lines.append(
-            f"  held-out success   {row['success']:.3f} (95% CI {row['success_lo']:.3f}-{row['success_hi']:.3f}, "
-            f"{row['eval_episodes']} episodes; target {target:g})"
-        )
-    lines += [
-        f"  env steps          {row['env_steps']:,}",
-        f"  throughput         {m['throughput_sps']:,.0f} env steps/s (over {m['training_s']:.1f} training s)",
-    ]
-    if m["wall_to_target_s"] is not None:
-        lines.append(f"  wall to target     {m['wall_to_target_s']:.1f} s (all billable phases)")
-        lines.append(
-            f"  USD to target      ${m['usd_to_target']:.4f} at {row['price_label']} (${row['price_usd_per_hour']:g}/h)"
-        )
-    else:
-        lines.append(f"  spent              {m['wall_s']:.1f} s, ${m['usd']:.4f} at {row['price_label']}")
-    lines += [f"  bottleneck         {m['bottleneck']}", f"  ledger             {ledger_path} ({n_rows} rows)"]
-    return "\n".join(lines)
+from sweep.summary import format_summary, summarize
 
 
 def config_from_overrides(overrides: dict[str, Any]) -> tuple[TrialConfig, dict[str, Any]]:
@@ -146,5 +121,5 @@ def main(argv: list[str], run: Callable[..., Row]) -> int:
     with writer:
         run(cfg, sink, run_id=run_id, price_usd_per_hour=price.usd_per_hour, price_label=price.label, out_dir=out)
     rows = read_rows(ledger_path)
-    print(format_summary(rows[-1], cfg.target, ledger_path, len(rows)))
+    print(format_summary(summarize(rows), rows[-1]["trial"], cfg.target, ledger_path))
     return 0 if rows[-1]["state"] == "reached" else 1

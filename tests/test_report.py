@@ -7,6 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -52,15 +53,11 @@ def test_tables_equal_numbers_recomputed_from_the_ledger(tmp_path: Path) -> None
     assert trials.loc[1, "usd"] == pytest.approx(6.0)  # pruned spend counted
     assert trials.loc[2, "usd"] == pytest.approx(3.0)  # failed spend counted
     assert trials.loc[3, "usd_to_target"] == pytest.approx(metrics(rows[6])["usd_to_target"])
-    card = summary.summary_card(rows)
-    assert card["total_usd"] == pytest.approx(10 + 6 + 3 + 8 + 12)
-    assert card["pruned_failed_share"] == pytest.approx(9 / 39)
-    assert card["recommended"]["trial"] == 3 and card["trials_by_state"] == {
-        "reached": 2,
-        "pruned": 1,
-        "failed": 1,
-        "capped": 1,
-    }
+    card = summary.summarize(rows)
+    assert card.total_usd == pytest.approx(10 + 6 + 3 + 8 + 12)
+    assert card.pruned_failed_share == pytest.approx(9 / 39)
+    assert card.recommended is not None and card.recommended.trial == 3
+    assert card.trials_by_state == {"reached": 2, "pruned": 1, "failed": 1, "capped": 1}
     burn = report.burn_table(rows, 50.0)
     assert burn["spent_usd"].iloc[-1] == pytest.approx(39.0)
     assert burn["left_usd"].iloc[-1] == pytest.approx(11.0)
@@ -70,10 +67,10 @@ def test_tables_equal_numbers_recomputed_from_the_ledger(tmp_path: Path) -> None
 
 def test_dollars_per_reaching_checkpoint_and_the_winners_checkpoint_are_shown(tmp_path: Path) -> None:
     run_dir, rows = write_run(tmp_path)
-    card = summary.summary_card(rows)
-    assert card["usd_per_reached"] == pytest.approx(39.0 / 2) and card["reached_trials"] == 2
-    rec = card["recommended"]
-    assert rec["usd_to_target"] == pytest.approx(8.0) and rec["checkpoint"] == "trials/0003/checkpoint.pt"
+    card = summary.summarize(rows)
+    assert card.usd_per_reached == pytest.approx(39.0 / 2) and card.reached_trials == 2
+    rec = card.recommended
+    assert rec is not None and rec.usd_to_target == pytest.approx(8.0) and rec.checkpoint == "trials/0003/checkpoint.pt"
     trials = report.trials_table(rows).set_index("trial")
     assert trials.loc[0, "checkpoint"] == "trials/0000/checkpoint.pt" and trials["checkpoint"].isna().sum() == 3
     html = report.write(run_dir).read_text()
@@ -86,10 +83,10 @@ def test_dollars_per_reaching_checkpoint_and_the_winners_checkpoint_are_shown(tm
 def test_configs_told_without_running_are_counted_apart_from_pruned_ones(tmp_path: Path) -> None:
     _, rows = write_run(tmp_path)
     rows.append({**rows[3], "trial": 5, "billable_s": 0.0, "phases_s": {}, "env_steps": 0, "success": None})
-    card = summary.summary_card(rows)
-    assert card["trials_by_state"]["not run"] == 1 and card["trials_by_state"]["pruned"] == 1
+    card = summary.summarize(rows)
+    assert card.trials_by_state["not run"] == 1 and card.trials_by_state["pruned"] == 1
     assert report.trials_table(rows).set_index("trial").loc[5, "state"] == "not run"
-    assert card["total_usd"] == pytest.approx(39.0)
+    assert card.total_usd == pytest.approx(39.0)
 
 
 def test_report_is_one_self_contained_file(tmp_path: Path) -> None:
@@ -138,12 +135,136 @@ def test_with_no_trial_at_the_target_the_summary_names_the_closest_and_the_key_t
         for r in rows:
             w.append(r)
     (run_dir / "config.yaml").write_text(yaml.safe_dump({"budget": {"usd": 50.0}, "target": {"success": 0.9}}))
-    near = summary.summary_card(rows)["closest"]
-    assert (near["trial"], near["success"], near["state"]) == (0, 0.62, "capped") and near["usd"] == pytest.approx(12)
+    near = summary.summarize(rows).closest
+    assert near is not None and (near.trial, near.success, near.state) == (0, 0.62, "capped")
+    assert near.usd == pytest.approx(12)
     text = summary.text_summary(run_dir)
     assert "no trial reached the target; closest: trial 0 (64 envs x 24 steps" in text
     assert "held-out success 0.620, capped after $12.0000" in text and "budget.trial_usd" in text
     assert "closest: trial 0" in report.write(run_dir).read_text()
+
+
+def seeded(trial: int, usd: float, state: str, seed: int, envs: int = 64, steps: int = 24, **flags: object) -> dict:
+    """An end row of one seed of a config (USD = billable seconds at the test price)."""
+    r = row(trial, usd, 0.95 if state == "reached" else 0.5, state)
+    r.update(
+        seed=seed, params={"num_envs": envs, "num_steps_per_env": steps, **{f"flags.{k}": v for k, v in flags.items()}}
+    )
+    return r
+
+
+def test_seeds_of_one_config_give_its_mean_usd_to_target_with_a_t_interval() -> None:
+    rows = [
+        seeded(0, 8.0, "reached", seed=1),
+        seeded(1, 10.0, "reached", seed=2),
+        seeded(2, 12.0, "reached", seed=3),
+        seeded(3, 30.0, "pruned", seed=4),
+        seeded(4, 5.0, "reached", seed=5, steps=12),
+        seeded(5, 7.0, "reached", seed=6, fused_optimizer=True),  # same knobs, other flags: another config
+        seeded(6, 9.0, "failed", seed=7, envs=128, steps=12),
+        {**seeded(7, 0.0, "pruned", seed=0, steps=12), "phases_s": {}},  # told without running: not a seed
+    ]
+    stats = summary.config_stats(rows)
+    assert [c.trials for c in stats] == [(4,), (5,), (0, 1, 2, 3), (6,)]  # cheapest first, none reached last
+    single, flagged, three, none = stats
+    assert (single.n_seeds, single.n_reached, single.mean_usd, single.lo, single.hi) == (1, 1, 5.0, 5.0, 5.0)
+    assert flagged.key != three.key and flagged.mean_usd == 7.0
+    assert (three.n_seeds, three.n_reached, three.seeds, three.reached_seeds) == (4, 3, (1, 2, 3, 4), (1, 2, 3))
+    half = 4.302653 * 2.0 / 3**0.5  # t(0.975, 2 df) x sd 2 / sqrt(3 seeds)
+    assert three.mean_usd == pytest.approx(10.0) and three.usd_to_target == (8.0, 10.0, 12.0)
+    assert (three.lo, three.hi) == (pytest.approx(10.0 - half), pytest.approx(10.0 + half))
+    assert (none.n_seeds, none.n_reached, none.mean_usd, none.lo) == (1, 0, None, None)
+    cells = report.config_map_table(stats).set_index(["num_envs", "num_steps_per_env"])
+    assert cells.loc[(64, 24), "mean_usd"] == pytest.approx(7.0)  # the cell's cheapest config
+    assert cells.loc[(64, 24), "label"] == "$7.0000 (n=1)" and cells.loc[(64, 24), "configs"] == 2
+    assert cells.loc[(64, 12), "label"] == "$5.0000 (n=1)"
+    assert pd.isna(cells.loc[(128, 12), "mean_usd"]) and cells.loc[(128, 12), "label"] == "none reached (1 trial)"
+    assert pd.isna(cells.loc[(128, 24), "mean_usd"]) and cells.loc[(128, 24), "label"] == "not run"
+
+
+def test_a_flag_the_catalog_no_longer_has_keeps_its_config_apart_instead_of_failing_the_report() -> None:
+    old = [seeded(0, 8.0, "reached", 1), seeded(1, 9.0, "reached", 2), seeded(2, 7.0, "reached", 3)]
+    old[0]["params"]["flag.retired"] = True
+    old[1]["params"]["flag.retired"] = True
+    stats = summary.config_stats(old)
+    assert [c.trials for c in stats] == [(2,), (0, 1)] and stats[1].key[0] == "as recorded"
+
+
+def test_the_t_quantile_matches_scipy() -> None:
+    stats = pytest.importorskip("scipy.stats")
+    for df in (1, 2, 5, 30, 31, 45, 200, 10_000):
+        assert summary.t975(df) == pytest.approx(stats.t.ppf(0.975, df), abs=5e-6)
+
+
+def test_the_report_shows_seeds_per_config_as_error_bars_and_a_map(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    rows = [seeded(0, 8.0, "reached", 1), seeded(1, 12.0, "reached", 2), seeded(2, 5.0, "reached", 3, steps=12)]
+    with LedgerWriter(run_dir / "ledger.jsonl") as w:
+        for r in rows:
+            w.append({**r, "run_id": "t", "price_label": "test", "eval_episodes": 256})
+    figs = dict(report.figures(run_dir, read_rows(run_dir / "ledger.jsonl")))
+    means, seeds = figs["seeds"].data
+    assert list(means.y) == [5.0, 10.0] and list(means.text) == ["n=1", "n=2"]
+    half = 12.706205 * 8**0.5 / 2**0.5
+    assert list(means.error_y.array) == [0.0, pytest.approx(half)]
+    assert list(seeds.text) == ["2", "0", "1"] and list(seeds.y) == [5.0, 8.0, 12.0]
+    heat = figs["map"].data[0]
+    assert heat.zmin == 0.0 and [list(line) for line in heat.z] == [[5.0, 10.0]]
+    html = report.write(run_dir).read_text()
+    assert 'id="fig-seeds"' in html and 'id="fig-map"' in html
+
+
+def test_the_legend_names_the_state_when_only_one_state_is_present(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    with LedgerWriter(run_dir / "ledger.jsonl") as w:
+        for r in (seeded(0, 8.0, "reached", 1), seeded(1, 9.0, "reached", 2, steps=12)):
+            w.append({**r, "run_id": "t", "price_label": "test", "eval_episodes": 256})
+    figs = dict(report.figures(run_dir, read_rows(run_dir / "ledger.jsonl")))
+    assert [t.name for t in figs["pareto"].data] == ["reached"]
+    assert figs["pareto"].layout.showlegend is True and figs["pareto"].layout.legend.title.text == "state"
+    for name, fig in figs.items():
+        if name != "map":  # the map's colour bar is its legend
+            assert fig.layout.showlegend is True, name
+            assert all(t.name for t in fig.data), name
+
+
+def test_every_marker_of_a_per_trial_chart_carries_its_trial_number(tmp_path: Path) -> None:
+    run_dir, rows = write_run(tmp_path)
+    with LedgerWriter(run_dir / "ledger.jsonl") as w:  # a second price, so that the wall-clock chart is drawn
+        w.append({**rows[1], "trial": 5, "price_usd_per_hour": 7200.0})
+    figs = dict(report.figures(run_dir, read_rows(run_dir / "ledger.jsonl")))
+    labelled = 0
+    for trace in figs["pareto"].data:
+        trials = [int(t) for t in trace.text]
+        assert [h.split("<br>")[0] for h in trace.hovertext] == [f"trial: {t}" for t in trials]
+        labelled += len(trials)
+    assert labelled == 6
+    wall = figs["wall"].data[0]
+    assert list(wall.text) == ["0", "3", "5"] and list(wall.hovertext) == ["trial 0", "trial 3", "trial 5"]
+    for trace in figs["success"].data:
+        assert set(trace.hovertext) == {trace.name} and trace.text[-1] == trace.name.removeprefix("trial ")
+    assert list(figs["phases"].data[0].x) == ["0", "1", "2", "3", "4", "5"]
+
+
+def test_quantity_axes_start_at_zero_so_a_small_spread_does_not_fill_them(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    with LedgerWriter(run_dir / "ledger.jsonl") as w:  # throughput 100.0k vs 100.2k, USD 10.00 vs 10.02
+        for trial, steps, usd in ((0, 1_000_000, 10.0), (1, 1_002_000, 10.02)):
+            r = seeded(trial, usd, "reached", trial, steps=12 + trial)
+            w.append({**r, "env_steps": steps, "phases_s": {"sim": 10.0}, "price_label": "test", "run_id": "t"})
+    (run_dir / "config.yaml").write_text(yaml.safe_dump({"budget": {"usd": 50.0}, "target": {"success": 0.9}}))
+    figs = dict(report.figures(run_dir, read_rows(run_dir / "ledger.jsonl")))
+    assert list(figs["pareto"].data[0].x) == [100_000.0, 100_200.0]
+    quantities = {"USD", "USD to target", "seconds", "env steps / training second", "minutes since the first row"}
+    checked = 0
+    for name, fig in figs.items():
+        for axis in (fig.layout.xaxis, fig.layout.yaxis):
+            if axis.title.text in quantities:
+                assert axis.rangemode == "tozero", (name, axis.title.text)
+                checked += 1
+    assert checked == 7  # pareto 2, seeds 1, phases 1, success 1, burn 2; and the map's colours:
+    assert figs["map"].data[0].zmin == 0.0
+    assert figs["success"].layout.yaxis.range == (0.0, 1.05)
 
 
 def chromium() -> str | None:
@@ -184,5 +305,8 @@ def test_report_renders_offline_in_headless_chromium(tmp_path: Path) -> None:
     assert "main-svg" in pareto, "plotly did not render the Pareto chart"
     trials = len({r["trial"] for r in rows})
     assert len(re.findall(r'class="point"', pareto)) == trials  # one marker per trial
+    for name in ("seeds", "map", "phases", "success", "burn"):
+        section = dom[dom.index(f'id="fig-{name}"') :]
+        assert "main-svg" in section[: section.index("</section>")], f"plotly did not render the {name} chart"
     console_errors = [line for line in proc.stderr.splitlines() if "CONSOLE" in line and "ERROR" in line.upper()]
     assert not console_errors, console_errors

@@ -1,0 +1,31 @@
+"""One Summary behind the three printouts (sweep.run, sweep.trial, the report's top box)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sweep import report, summary
+from sweep.ledger import metrics, read_rows
+from tests.test_report import write_run
+
+
+def test_the_three_printouts_render_one_summary(tmp_path: Path) -> None:
+    run_dir, rows = write_run(tmp_path)
+    s = summary.summarize(read_rows(run_dir / "ledger.jsonl"))
+    assert s.n_rows == len(rows) and sorted(s.trials) == [0, 1, 2, 3, 4]
+    best = s.recommended
+    assert best is not None and best is s.trials[3] and best.usd_to_target == metrics(rows[6])["usd_to_target"]
+    usd = f"${best.usd_to_target:.4f}"
+    assert usd in summary.run_text(s) and usd in summary.text_summary(run_dir)
+    assert usd in report._card_html(s)
+    printout = summary.format_summary(s, 3, 0.9, run_dir / "ledger.jsonl")
+    assert printout.splitlines()[0] == "trial 3: reached ()"
+    assert f"USD to target      {usd} at test ($3600/h)" in printout and f"({len(rows)} rows)" in printout
+
+
+def test_the_trial_printout_of_a_row_without_an_interval_says_so(tmp_path: Path) -> None:
+    run_dir, _ = write_run(tmp_path)
+    s = summary.summarize(read_rows(run_dir / "ledger.jsonl"))
+    text = summary.format_summary(s, 1, 0.9, Path("ledger.jsonl"))
+    assert "held-out success   0.300 (no interval recorded, 256 episodes; target 0.9)" in text
+    assert "spent              6.0 s, $6.0000 at test" in text
