@@ -15,6 +15,7 @@ from sweep import checkpoints, perf
 from sweep.backends import get_backend
 from sweep.errors import ConfigError
 from sweep.evaluation import DEFAULT_EPISODES, check_training_seed
+from sweep.ledger import ONE_TIME_PHASES
 
 if TYPE_CHECKING:
     from sweep.ledger import Row
@@ -38,6 +39,20 @@ Sink = Callable[["Row"], str]
 
 def capped_reason(cap_s: float) -> str:
     return f"per-trial cap of {cap_s:g} billable seconds reached"
+
+
+def cap_reached(cfg: TrialConfig, billable_s: float, phases_s: Mapping[str, float]) -> str | None:
+    """Why a trial is past its cap (the end row's reason), or None while it may go on: the per-trial cap on
+    billable seconds, or the best known cost on equal terms (billable seconds less start-up and compilation)."""
+    if billable_s >= cfg.cap_s:
+        return capped_reason(cfg.cap_s)
+    race_s = billable_s - sum(phases_s.get(p, 0.0) for p in ONE_TIME_PHASES)
+    if cfg.race_cap_s is not None and race_s >= cfg.race_cap_s:
+        return (
+            f"capped at the best known cost to target on equal terms ({cfg.race_cap_s:.1f} billable s past "
+            "start-up and compilation)"
+        )
+    return None
 
 
 def end_state(success: float | None, target: float, answer: str) -> tuple[str, str] | None:
@@ -78,6 +93,9 @@ class TrialConfig:
     """Control steps per env between held-out evaluations (rounded to whole iterations)."""
     cap_s: float = 600.0
     """Per-trial cap in billable seconds; the trial ends 'capped' past it."""
+    race_cap_s: float | None = None
+    """Cap on billable seconds past start-up and compilation (the best known cost to target on equal terms, set by
+    the planner when it prunes); None: only ``cap_s``."""
     mode: str = "sweep"
     """'sweep' (this runner, perf flags apply) or 'stock' (rsl-rl OnPolicyRunner.learn unchanged)."""
     device: str = "auto"

@@ -119,8 +119,22 @@ class Planner:
 
     # -- accounting (all from ledger rows) -------------------------------------------------------
     def best_usd(self) -> float | None:
-        reached = [metrics(r)["usd_to_target"] for r in last_rows(self.rows).values() if r["state"] == "reached"]
+        """The best known cost to target on equal terms (start-up and compilation left out): what the pruner
+        and the ranking compare."""
+        reached = [metrics(r)["race_usd_to_target"] for r in last_rows(self.rows).values() if r["state"] == "reached"]
         return min(reached) if reached else None
+
+    def one_time_usd(self) -> float:
+        """The most a trial of this study has paid for start-up and compilation (reserved on top of the best)."""
+        price = self.price.usd_per_hour
+        return max((metrics(r)["one_time_s"] * price / 3600.0 for r in last_rows(self.rows).values()), default=0.0)
+
+    def allowance(self) -> float:
+        """What a new trial may spend: its cap, or (pruning) the best cost on equal terms plus one-time costs."""
+        best = self.best_usd()
+        return allowance_usd(
+            self.cfg.budget.trial_usd, None if best is None else best + self.one_time_usd(), self.cfg.prune
+        )
 
     def spent_usd(self) -> float:
         return sum(metrics(r)["usd"] for r in last_rows(self.rows).values())
@@ -189,7 +203,7 @@ class Planner:
         if len(self.tried) >= self.feasible:
             self.closed = f"every feasible config tried ({self.feasible})"
             return False
-        allowance = allowance_usd(self.cfg.budget.trial_usd, self.best_usd(), self.cfg.prune)
+        allowance = self.allowance()
         if not can_start(self.cfg.budget.usd, self.finished_usd(), self.reserved_usd(), allowance):
             if not self.running:
                 self.stopping = "budget left cannot pay another trial"
@@ -205,10 +219,14 @@ class Planner:
                 self.closed = "training seeds exhausted: the next trial's seed would be a held-out seed"
                 self._tell_unrun(study, trial, params, self.closed, {"seed": 1.0})
                 return
-            allowance = allowance_usd(self.cfg.budget.trial_usd, self.best_usd(), self.cfg.prune)
-            cap_s = allowance * 3600.0 / self.price.usd_per_hour
+            allowance, best = self.allowance(), self.best_usd()
             trial_cfg = space.trial_config(
-                params, self.cfg, self.profile, self.cfg.seeds.training + trial.number, cap_s
+                params,
+                self.cfg,
+                self.profile,
+                self.cfg.seeds.training + trial.number,
+                self.cfg.budget.trial_usd * 3600.0 / self.price.usd_per_hour,
+                race_cap_s=best * 3600.0 / self.price.usd_per_hour if self.cfg.prune and best is not None else None,
             )
             knobs = trial_params(trial_cfg)
             found = space.violations(params, self.cfg, self.control_dt_s, self.price.memory_gib)

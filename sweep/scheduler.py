@@ -2,7 +2,8 @@
 
 Optuna cannot prune multi-objective studies, so pruning is by cost: :class:`CostPruner` stops a trial
 that has spent more than the best known USD-to-target, or whose success curve, extrapolated from
-its last checkpoints, would reach the target only well after that. The budget helpers reserve for
+its last checkpoints, would reach the target only well after that. Both sides are on equal terms: cost
+without the one-time start-up and compilation (``metrics``' ``race_usd``), which depend on what ran before. The budget helpers reserve for
 every running trial what it may still spend, so no trial starts that the budget cannot pay.
 """
 
@@ -31,9 +32,9 @@ class CostPruner:
         """(decision, reason) for the trial whose rows (oldest first) end at its latest checkpoint."""
         if best_usd is None or not rows:
             return CONTINUE, ""
-        spent = metrics(rows[-1])["usd"]
+        spent = metrics(rows[-1])["race_usd"]
         if spent > best_usd:
-            return PRUNE, f"spent ${spent:.4f} > best USD-to-target ${best_usd:.4f}"
+            return PRUNE, f"spent ${spent:.4f} > best USD-to-target ${best_usd:.4f} (both on equal terms)"
         predicted = self.predicted_usd(rows)
         if predicted is not None and predicted > self.slack * best_usd:
             return (
@@ -44,7 +45,7 @@ class CostPruner:
 
     def predicted_usd(self, rows: list[dict]) -> float | None:
         """USD at which a least-squares line through the last checkpoints meets the target (inf if flat)."""
-        points = [(metrics(r)["usd"], r["success"]) for r in rows if r.get("success") is not None]
+        points = [(metrics(r)["race_usd"], r["success"]) for r in rows if r.get("success") is not None]
         if len(points) < self.min_points:
             return None
         points = points[-self.min_points :]

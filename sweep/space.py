@@ -39,8 +39,10 @@ def grid_points(cfg: RunConfig, seed: int) -> list[dict[str, Any]]:
     return points
 
 
-def trial_config(params: dict[str, Any], cfg: RunConfig, profile: str, seed: int, cap_s: float) -> TrialConfig:
-    """The TrialConfig a worker runs for these params."""
+def trial_config(
+    params: dict[str, Any], cfg: RunConfig, profile: str, seed: int, cap_s: float, race_cap_s: float | None = None
+) -> TrialConfig:
+    """The TrialConfig a worker runs for these params (``cap_s``, ``race_cap_s``: see :class:`TrialConfig`)."""
     flags = {k.split(".", 1)[1]: v for k, v in params.items() if k.startswith("flags.")}
     return TrialConfig(
         backend=cfg.backend,
@@ -53,6 +55,7 @@ def trial_config(params: dict[str, Any], cfg: RunConfig, profile: str, seed: int
         eval_episodes=cfg.target.eval_episodes,
         eval_every_steps=cfg.target.eval_every_steps,
         cap_s=cap_s,
+        race_cap_s=race_cap_s,
         device=cfg.device,
         flags=flags,
         backend_options=dict(cfg.backend_options),

@@ -20,7 +20,7 @@ import torch
 
 from sweep import checkpoints, perf
 from sweep.backends import get_backend
-from sweep.contract import Sink, TrialConfig, TrialRunner, capped_reason, end_state, trial_params
+from sweep.contract import Sink, TrialConfig, TrialRunner, cap_reached, end_state, trial_params
 from sweep.evaluation import EvalResult, evaluate, panel_seeds
 from sweep.learner import build_learner, describe_device, device_sync, resolve_device
 from sweep.ledger import PhaseClock, Row, TrialRows
@@ -137,17 +137,17 @@ def train(cfg: TrialConfig, built: Built, clock: PhaseClock, log: TrialLog) -> R
     progress, steps_per_iter = log.progress, cfg.num_envs * cfg.num_steps_per_env
     while True:
         # The cap is checked after every iteration, so a trial overruns it by at most one iteration.
-        n_iters = built.trainer(cfg.eval_every, lambda: clock.billable_s() >= cfg.cap_s)
+        n_iters = built.trainer(cfg.eval_every, lambda: cap_reached(cfg, clock.billable_s(), clock.seconds) is not None)
         progress["iteration"] = progress.get("iteration", 0) + n_iters
         progress["env_steps"] = progress.get("env_steps", 0) + n_iters * steps_per_iter
         progress["skipped_updates"] = perf.skipped_updates(built.alg)
         progress["mean_return"] = getattr(built.trainer, "take_mean_return", lambda: None)()
-        capped = clock.billable_s() >= cfg.cap_s
+        capped = cap_reached(cfg, clock.billable_s(), clock.seconds)
         with clock.phase("eval"):  # at the cap too: no billed training goes unevaluated
             result = evaluate(built.alg.get_policy(), built.eval_env, built.seeds, target=cfg.target)
         progress.update(record(result, cfg.target), eval_episodes=cfg.eval_episodes)
         if capped and not result.reached(cfg.target):
-            return log.end("capped", capped_reason(cfg.cap_s))
+            return log.end("capped", capped)
         with clock.phase("checkpoint"):
             if cfg.save_checkpoints and log.out_dir is not None:
                 meta = checkpoint_meta(cfg, log.rows, progress, built.alg, built.env)

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from sweep.backends.base import Backend, Profile, TaskEnv
-from sweep.contract import Sink, TrialConfig, TrialParams, capped_reason, config_key, end_state, trial_params
+from sweep.contract import Sink, TrialConfig, TrialParams, cap_reached, config_key, end_state, trial_params
 from sweep.errors import ConfigError
-from sweep.ledger import Row, TrialRows
+from sweep.ledger import ONE_TIME_PHASES, Row, TrialRows
 
 
 @cache
@@ -91,8 +91,11 @@ def replay_trial(
         if time_scale > 0:
             time.sleep(time_scale * max(0.0, rec["billable_s"] - previous_s))
         previous_s = rec["billable_s"]
-        if rec["billable_s"] >= cfg.cap_s:
-            return end(dict(rec, billable_s=cfg.cap_s), "capped", capped_reason(cfg.cap_s))
+        capped = cap_reached(cfg, rec["billable_s"], rec["phases_s"])
+        if capped:  # the trial would have stopped at its cap: bill up to there, not the whole recorded stretch
+            one_time = sum(rec["phases_s"].get(p, 0.0) for p in ONE_TIME_PHASES)
+            limit = min(cfg.cap_s, one_time + cfg.race_cap_s if cfg.race_cap_s is not None else cfg.cap_s)
+            return end(dict(rec, billable_s=limit), "capped", capped)
         ending = end_state(rec.get("success"), cfg.target, sink(rows.row("running", {**rec, **served})))
         if ending is not None:
             return end(rec, *ending)
