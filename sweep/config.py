@@ -186,9 +186,11 @@ def compose(data: dict[str, Any], overrides: dict[str, Any], source: str, has_gp
     if any(key.split(".")[0] in ("when_gpu", "when_cpu") for key in overrides):
         raise ConfigError("when_gpu/when_cpu: set those in the space file; on the command line set the key itself")
     data = dict(data)
-    when_gpu, when_cpu = data.pop("when_gpu", None) or {}, data.pop("when_cpu", None) or {}
-    machine = when_gpu if has_gpu else when_cpu
-    return structured(RunConfig, [(data, source), (machine, source), (nested(overrides), "command line")])
+    blocks = {name: data.pop(name, None) or {} for name in ("when_gpu", "when_cpu")}
+    name = "when_gpu" if has_gpu else "when_cpu"
+    if not isinstance(blocks[name], dict):
+        raise ConfigError(f"{source}: {name}: expected a mapping of keys, got {blocks[name]!r}")
+    return structured(RunConfig, [(data, source), (blocks[name], source), (nested(overrides), "command line")])
 
 
 def structured(schema: type[T], layers: list[tuple[Any, str]]) -> T:
@@ -217,7 +219,7 @@ def _fit(schema: DictConfig, data: Any, where: str, key: str = "") -> dict[Any, 
     """``data`` in the shape ``schema`` has, before OmegaConf checks types: a section must be a mapping, and a
     scalar given for a list becomes its one choice (``knobs.num_envs=256`` -> ``[256]``)."""
     if not isinstance(data, Mapping):
-        raise ConfigError(f"{where}: {key or 'top level'}: expected a mapping of keys, got {data!r}")
+        raise ConfigError(f"{where}: {key}: expected a mapping of keys, got {data!r}")
     out = dict(data)
     for name, value in data.items():
         node = schema.get(name)
