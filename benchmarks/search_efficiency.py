@@ -95,9 +95,9 @@ def run_planner(
         "sampler": "tpe" if strategy.startswith("planner") else strategy,
         "prune": strategy.startswith("planner"),
         "initial": initial or [],
+        "run_id": f"{strategy}-{seed}",
     }
-    cfg = config_mod.validate(config_mod.build(data, "search_efficiency", has_gpu=False))
-    cfg.run_id = f"{strategy}-{seed}"
+    cfg = config_mod.validate(config_mod.compose(data, {}, "search_efficiency", has_gpu=False))
     with tempfile.TemporaryDirectory() as tmp:
         Planner(cfg, Path(tmp), InlinePool(), PRICE, "recorded", 0.02, poll_s=0.001).run()
         return read_rows(Path(tmp) / "ledger.jsonl")

@@ -1,27 +1,33 @@
-"""Run configuration: a search-space YAML + command-line overrides -> validated dataclasses.
+"""Run configuration: a search-space YAML + command-line overrides -> one validated, frozen dataclass.
 
-Validation happens here, before the first simulator second: every error names the file and the
-key and says what to do. A space file may hold ``when_gpu:`` and ``when_cpu:`` blocks merged over
-its top level depending on the machine, so one file gives sensible defaults on both.
+The dataclasses are OmegaConf's structured schema: OmegaConf merges the layers and checks keys and types,
+:func:`validate` checks values, both before the first simulator second; every error names the file (or the
+command line) and the key and says what to do. A space file may hold ``when_gpu:`` and ``when_cpu:`` blocks
+merged over its top level depending on the machine, so one file gives sensible defaults on both.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field, fields
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from sweep.errors import ConfigError
 
 #: Where ``space=<name>`` is looked up (besides a path to a file).
 SPACES_DIR = Path(__file__).resolve().parent / "spaces"  # shipped inside the package (package data)
 
+T = TypeVar("T")
 
-@dataclass
+
+@dataclass(frozen=True)
 class Knobs:
     """What the planner may choose; each value is a list of choices (one element: fixed)."""
 
@@ -35,7 +41,7 @@ class Knobs:
     """Performance flags: name -> choices (see sweep.perf.CATALOG); absent flags keep their defaults."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Target:
     """What 'trained' means."""
 
@@ -47,7 +53,7 @@ class Target:
     """Control steps per env between evaluations."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Budget:
     """Money limits; the study budget counts every trial, pruned and failed included."""
 
@@ -59,7 +65,7 @@ class Budget:
     """Upper bound on trials, whatever the budget."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class PriceChoice:
     """How seconds become dollars."""
 
@@ -71,7 +77,7 @@ class PriceChoice:
     """Explicit price per device-hour; overrides the table."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Workers:
     """Where trials run."""
 
@@ -87,7 +93,7 @@ class Workers:
     """Start Ray's dashboard (on ``host``)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Constraints:
     """Configs the planner never runs (told to the sampler as infeasible)."""
 
@@ -97,7 +103,7 @@ class Constraints:
     """Largest share of device memory a config may be estimated to use."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Seeds:
     """Randomness of the search itself."""
 
@@ -107,7 +113,7 @@ class Seeds:
     """Training seed of trial 0; trial k trains with ``training + k``."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunConfig:
     """Everything ``python -m sweep.run`` needs."""
 
@@ -133,25 +139,14 @@ class RunConfig:
     checkpoints: str = "all"
     """Checkpoints kept in trials/NNNN/ when trials end: 'all' (every trial's latest, as before) or 'reached'
     (only trials that reached the target). A reached trial's checkpoint is never deleted."""
-    initial: list[dict[str, Any]] = field(default_factory=list)
-    """Configs tried first (e.g. legged_gym's 4096 x 24), each a partial knob assignment."""
+    initial: list[Any] = field(default_factory=list)
+    """Configs tried first (e.g. legged_gym's 4096 x 24), each a mapping of knob values (checked by validate)."""
     out: str = "reports"
     """Folder under which reports/<run_id>/ is written."""
     run_id: str = ""
     """Name of the run folder (default: a timestamp)."""
     resume: str = ""
     """A previous run folder to continue (same study, same ledger, budget already spent)."""
-
-
-_SECTIONS = {
-    "knobs": Knobs,
-    "target": Target,
-    "budget": Budget,
-    "price": PriceChoice,
-    "workers": Workers,
-    "constraints": Constraints,
-    "seeds": Seeds,
-}
 
 
 def find_space(name: str) -> Path:
@@ -185,112 +180,71 @@ def read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """Deep merge: mappings merge key by key, anything else is replaced."""
-    out = dict(base)
-    for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = value
+def compose(data: dict[str, Any], overrides: dict[str, Any], source: str, has_gpu: bool) -> RunConfig:
+    """A space file's mapping, its ``when_gpu``/``when_cpu`` block for this machine, then the command line's
+    dotted ``overrides``, merged in that order and type-checked (values are checked by :func:`validate`)."""
+    if any(key.split(".")[0] in ("when_gpu", "when_cpu") for key in overrides):
+        raise ConfigError("when_gpu/when_cpu: set those in the space file; on the command line set the key itself")
+    data = dict(data)
+    blocks = {name: data.pop(name, None) or {} for name in ("when_gpu", "when_cpu")}
+    name = "when_gpu" if has_gpu else "when_cpu"
+    if not isinstance(blocks[name], dict):
+        raise ConfigError(f"{source}: {name}: expected a mapping of keys, got {blocks[name]!r}")
+    return structured(RunConfig, [(data, source), (blocks[name], source), (nested(overrides), "command line")])
+
+
+def structured(schema: type[T], layers: list[tuple[Any, str]]) -> T:
+    """An instance of dataclass ``schema``: each ``(mapping, where)`` layer merged over its defaults in turn
+    by OmegaConf, which checks keys and types; an error names ``where`` (a file, the command line) and the key."""
+    conf = OmegaConf.structured(schema)
+    where = ""
+    try:
+        for data, where in layers:
+            conf = OmegaConf.merge(conf, _fit(conf, data, where))
+        return OmegaConf.to_object(conf)
+    except OmegaConfBaseException as exc:
+        raise _error(exc, where) from None
+
+
+def _error(exc: OmegaConfBaseException, where: str) -> ConfigError:
+    """OmegaConf's error as one line that starts with ``where`` and names the dotted key."""
+    if isinstance(exc, ConfigKeyError) and exc.parent_node is not None:  # struct mode: not a field
+        valid = ", ".join(map(str, exc.parent_node.keys()))
+        return ConfigError(f"{where}: unknown key '{exc.full_key}'; valid keys: {valid}")
+    text = str(exc).splitlines()[0]
+    return ConfigError(f"{where}: {exc.full_key}: {text}" if exc.full_key else f"{where}: {text}")
+
+
+def _fit(schema: DictConfig, data: Any, where: str, key: str = "") -> dict[Any, Any]:
+    """``data`` in the shape ``schema`` has, before OmegaConf checks types: a section must be a mapping, and a
+    scalar given for a list becomes its one choice (``knobs.num_envs=256`` -> ``[256]``)."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: {key}: expected a mapping of keys, got {data!r}")
+    out = dict(data)
+    for name, value in data.items():
+        node = schema.get(name)
+        if isinstance(node, ListConfig) and value is not None and not isinstance(value, list):
+            out[name] = [value]
+        elif isinstance(node, DictConfig):
+            out[name] = _fit(node, value, where, f"{key}.{name}" if key else str(name))
     return out
 
 
-def dotted_to_nested(overrides: dict[str, Any]) -> dict[str, Any]:
-    """``{"budget.usd": 3}`` -> ``{"budget": {"usd": 3}}``."""
-    nested: dict[str, Any] = {}
+def nested(overrides: dict[str, Any]) -> dict[str, Any]:
+    """Dotted command-line keys as one nested mapping: ``{"budget.usd": 3}`` -> ``{"budget": {"usd": 3}}``."""
+    conf = OmegaConf.create()
     for key, value in overrides.items():
-        parts = key.split(".")
-        node = nested
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"{key}: '{part}' is a value, not a section")
-        node[parts[-1]] = value
-    return nested
-
-
-def build(data: dict[str, Any], source: str, has_gpu: bool) -> RunConfig:
-    """Merge the machine block, then check every key and type against the dataclasses."""
-    data = dict(data)
-    when_gpu, when_cpu = data.pop("when_gpu", {}) or {}, data.pop("when_cpu", {}) or {}
-    data = merge(data, when_gpu if has_gpu else when_cpu)
-    top = {f.name: f for f in fields(RunConfig)}
-    kwargs: dict[str, Any] = {}
-    for key, value in data.items():
-        if key not in top:
-            raise ConfigError(f"{source}: unknown key '{key}'; valid keys: {', '.join(sorted(top))}")
-        if key in _SECTIONS:
-            kwargs[key] = _section(_SECTIONS[key], value, f"{source}: {key}")
-        else:
-            kwargs[key] = _check_type(value, top[key].type, f"{source}: {key}")
-    return RunConfig(**kwargs)
-
-
-def _section(cls: type, value: Any, where: str) -> Any:
-    if not isinstance(value, dict):
-        raise ConfigError(f"{where}: expected a mapping of keys, got {value!r}")
-    known = {f.name: f for f in fields(cls)}
-    for key in value:
-        if key not in known:
-            raise ConfigError(f"{where}.{key}: unknown key; valid keys: {', '.join(known)}")
-    return cls(**{k: _check_type(v, known[k].type, f"{where}.{k}") for k, v in value.items()})
-
-
-def _check_type(value: Any, annotation: Any, where: str) -> Any:
-    """Check a YAML value against a field's annotation (given as a string by __future__ annotations)."""
-    text = str(annotation)
-    optional = "None" in text
-    if value is None:
-        if optional:
-            return None
-        raise ConfigError(f"{where}: a value is required")
-    if text.startswith("list"):
-        if not isinstance(value, list):
-            value = [value]
-        inner = text[text.index("[") + 1 : text.rindex("]")]
-        return [_check_type(v, inner, where) for v in value] if inner in ("int", "float", "str") else value
-    if text.startswith("dict"):
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
-        return value
-    base = text.replace(" | None", "")
-    if base == "bool":
-        if not isinstance(value, bool):
-            raise ConfigError(f"{where}: expected true or false, got {value!r}")
-    elif base == "int":
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{where}: expected an integer, got {value!r}")
-    elif base == "float":
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{where}: expected a number, got {value!r}")
-        value = float(value)
-    elif base == "str" and not isinstance(value, str):
-        raise ConfigError(f"{where}: expected a string, got {value!r}")
-    return value
+        try:
+            OmegaConf.update(conf, key, value)
+        except OmegaConfBaseException as exc:
+            raise _error(exc, "command line") from None
+    return OmegaConf.to_container(conf)
 
 
 def load(space: str, overrides: dict[str, Any], has_gpu: bool) -> RunConfig:
-    """Read the space file, apply command-line overrides, validate; nothing is run."""
+    """Read the space file and apply command-line overrides, types checked; nothing is run."""
     path = find_space(space)
-    data = read_yaml(path)
-    cli = dotted_to_nested(overrides)
-    cli_gpu, cli_cpu = cli.pop("when_gpu", None), cli.pop("when_cpu", None)
-    if cli_gpu is not None or cli_cpu is not None:
-        raise ConfigError("when_gpu/when_cpu: set those in the space file; on the command line set the key itself")
-    base = build(data, str(path), has_gpu)
-    # Command-line values override the machine block too: merge them last.
-    merged = merge(_as_dict(base), cli)
-    cfg = build(merged, "command line", has_gpu)
-    cfg.space = str(path)
-    cfg._cli_keys = tuple(overrides)  # not a field: validate() names the command line for these keys
-    return cfg
-
-
-def _as_dict(cfg: RunConfig) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    return asdict(cfg)
+    return replace(compose(read_yaml(path), overrides, str(path), has_gpu), space=str(path))
 
 
 def _knob_choices(cfg: RunConfig, key: str) -> list[Any] | None:
@@ -300,11 +254,9 @@ def _knob_choices(cfg: RunConfig, key: str) -> list[Any] | None:
     return getattr(cfg.knobs, key) if key in ("num_envs", "num_steps_per_env", "num_mini_batches") else None
 
 
-def drop_unfit_initial(cfg: RunConfig) -> list[str]:
-    """Remove the space file's initial-design entries that knobs narrowed on the command line exclude.
-
-    Returns one note per entry removed. Entries naming unknown knobs stay, for :func:`validate` to reject.
-    """
+def drop_unfit_initial(cfg: RunConfig) -> tuple[RunConfig, list[str]]:
+    """The config without the space file's initial-design entries that knobs narrowed on the command line exclude,
+    and one note per entry removed. Entries naming unknown knobs stay, for :func:`validate` to reject."""
     kept, notes = [], []
     for i, entry in enumerate(cfg.initial):
         outside = {}
@@ -315,20 +267,19 @@ def drop_unfit_initial(cfg: RunConfig) -> list[str]:
             notes.append(f"initial[{i}] of the space skipped: {what} not among the knob's choices")
         else:
             kept.append(entry)
-    cfg.initial = kept
-    return notes
+    return replace(cfg, initial=kept), notes
 
 
-def validate(cfg: RunConfig) -> RunConfig:
-    """Check values, names and constraints (not only types); errors name the key and where its value came from:
-    the command line for a key given there (see :func:`load`), else the space file."""
+def validate(cfg: RunConfig, cli_keys: Iterable[str] = ()) -> RunConfig:
+    """Check values, names and constraints (types are checked when composed); the checked config is the run's
+    plan, frozen. Errors name the key and where its value came from: the command line for ``cli_keys`` (the
+    dotted keys given there), else the space file."""
     try:
         return _validate(cfg)
     except ConfigError as exc:
         text = str(exc)
         found = re.match(rf"{re.escape(cfg.space)}: ([\w.]+)", text)
-        cli = getattr(cfg, "_cli_keys", ())
-        if found and any(_related(found.group(1), key) for key in cli):
+        if found and any(_related(found.group(1), key) for key in cli_keys):
             raise ConfigError("command line: " + text[len(cfg.space) + 2 :]) from None
         raise
 
@@ -350,13 +301,13 @@ def _validate(cfg: RunConfig) -> RunConfig:
         choices = getattr(cfg.knobs, key)
         if not choices:
             raise ConfigError(f"{where}: knobs.{key}: no choices; give at least one value")
-        bad = [c for c in choices if not isinstance(c, int) or isinstance(c, bool) or c <= 0]
+        bad = [c for c in choices if c <= 0]
         if bad:
             raise ConfigError(f"{where}: knobs.{key}: every choice must be a positive integer (got {bad})")
         if len(set(choices)) != len(choices):
             raise ConfigError(f"{where}: knobs.{key}: duplicate choices {choices}")
     for name, choices in cfg.knobs.flags.items():
-        if not isinstance(choices, list) or not choices:
+        if not choices:
             raise ConfigError(f"{where}: knobs.flags.{name}: give a non-empty list of choices")
         for choice in choices:
             perf.resolve({name: choice}, key=f"{where}: knobs.flags")

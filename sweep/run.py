@@ -12,7 +12,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,19 +52,18 @@ def prepare(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool]:
                 f"{fixed[0]}: a resumed run keeps its search space, target and seeds (its study was made with them); "
                 f"only {', '.join(RESUME_OVERRIDABLE)} may change on resume; start a new run for the rest"
             )
-        data = config_mod.merge(saved, config_mod.dotted_to_nested(overrides))
-        cfg = config_mod.build(data, str(run_dir / "config.yaml"), has_gpu)
-        cfg.resume = str(run_dir)
+        cfg = config_mod.compose(saved, overrides, str(run_dir / "config.yaml"), has_gpu)
         check_study(run_dir)
-        return config_mod.validate(cfg), run_dir, True
+        return config_mod.validate(replace(cfg, resume=str(run_dir)), cli_keys=overrides), run_dir, True
     space = str(overrides.pop("space", "locomotion"))
     cfg = config_mod.load(space, overrides, has_gpu)
     narrowed = any(key == "knobs" or key.startswith("knobs.") for key in overrides)
     if narrowed and "initial" not in overrides:  # knobs narrowed on the command line: the space's design follows
-        for note in config_mod.drop_unfit_initial(cfg):
+        cfg, notes = config_mod.drop_unfit_initial(cfg)
+        for note in notes:
             safe_print(f"sweep: {note}", file=sys.stderr)
-    config_mod.validate(cfg)
-    cfg.run_id = cfg.run_id or time.strftime("%Y%m%d-%H%M%S")
+    cfg = replace(cfg, run_id=cfg.run_id or time.strftime("%Y%m%d-%H%M%S"))
+    cfg = config_mod.validate(cfg, cli_keys=overrides)
     run_dir = Path(cfg.out) / cfg.run_id
     if (run_dir / "study.db").exists():
         raise ConfigError(f"run_id={cfg.run_id}: {run_dir} already holds a run; continue it with resume={run_dir}")

@@ -16,39 +16,24 @@ from sweep.ledger import Row
 from sweep.summary import format_summary, summarize
 
 
-def config_from_overrides(overrides: dict[str, Any]) -> tuple[TrialConfig, dict[str, Any]]:
-    """Split ``key=value`` overrides into a validated TrialConfig and the other keys (price, out, run_id)."""
-    names = {f.name for f in fields(TrialConfig)}
-    extra_keys = {"price", "price.gpu", "price.kind", "price.usd_per_hour", "out", "run_id", "config"}
-    cfg_kwargs: dict[str, Any] = _from_file(overrides["config"]) if "config" in overrides else {}
-    flags: dict[str, Any] = {}
-    extra: dict[str, Any] = {}
-    options: dict[str, Any] = {}
-    for key, value in overrides.items():
-        if key.startswith("flags."):
-            flags[key.split(".", 1)[1]] = value
-        elif key.startswith("backend_options."):
-            options[key.split(".", 1)[1]] = value
-        elif key in names:
-            cfg_kwargs[key] = value
-        elif key == "config":
-            continue
-        elif key in extra_keys:
-            extra[key] = value
-        else:
-            valid = sorted(names | extra_keys | {"flags.<name>", "backend_options.<key>"})
-            raise ConfigError(f"unknown key '{key}'; valid keys: {', '.join(valid)}")
-    if flags:
-        cfg_kwargs["flags"] = {**cfg_kwargs.get("flags", {}), **flags}
-    if options:
-        from sweep.config import dotted_to_nested, merge
+#: Keys of ``python -m sweep.trial`` that are not the trial's: the price, where to write, a config file to start from.
+EXTRA_KEYS = ("price", "price.gpu", "price.kind", "price.usd_per_hour", "out", "run_id", "config")
 
-        cfg_kwargs["backend_options"] = merge(cfg_kwargs.get("backend_options", {}), dotted_to_nested(options))
-    try:
-        cfg = TrialConfig(**cfg_kwargs)
-    except TypeError as exc:
-        raise ConfigError(str(exc)) from exc
-    return cfg.validate(), extra
+
+def config_from_overrides(overrides: dict[str, Any]) -> tuple[TrialConfig, dict[str, Any]]:
+    """Split ``key=value`` overrides into a validated TrialConfig (over the ``config=`` file's trial section, if
+    given) and the other keys (price, out, run_id, config)."""
+    from sweep.config import nested, structured
+
+    names = [f.name for f in fields(TrialConfig)]
+    extra = {k: v for k, v in overrides.items() if k in EXTRA_KEYS}
+    trial = {k: v for k, v in overrides.items() if k not in extra}
+    for key in trial:
+        if key.split(".")[0] not in names:
+            valid = sorted({*names, *EXTRA_KEYS, "flags.<name>", "backend_options.<key>"})
+            raise ConfigError(f"unknown key '{key}'; valid keys: {', '.join(valid)}")
+    layers = [(_from_file(extra["config"]), f"config={extra['config']}")] if "config" in extra else []
+    return structured(TrialConfig, [*layers, (nested(trial), "command line")]).validate(), extra
 
 
 def _from_file(path: Any) -> dict[str, Any]:
@@ -59,11 +44,7 @@ def _from_file(path: Any) -> dict[str, Any]:
     section = data.get("trial", data)
     if not isinstance(section, dict):
         raise ConfigError(f"config={path}: expected a 'trial' mapping")
-    names = {f.name for f in fields(TrialConfig)}
-    unknown = sorted(set(section) - names)
-    if unknown:
-        raise ConfigError(f"config={path}: unknown trial key(s) {unknown}")
-    return dict(section)
+    return section
 
 
 def resolve_price(extra: dict[str, Any], device: str) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -479,7 +479,7 @@ def test_sweep_run_stops_before_starting_anything_without_isaac_lab(monkeypatch)
     cfg = config.validate(config.load("anymal_d_flat", {}, has_gpu=True))
     with pytest.raises(MissingExtraError, match=r"pip install isaaclab==3\.0\.0"):
         run.resolve_runtime(cfg, has_gpu=False)
-    cfg.workers.address = "auto"  # a cluster: the workers, not this driver, need Isaac Lab
+    cfg = replace(cfg, workers=replace(cfg.workers, address="auto"))  # a cluster: its workers, not this driver, need it
     assert run.resolve_runtime(cfg, has_gpu=False)[0] == FLAT
 
 

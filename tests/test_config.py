@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,7 @@ from sweep.errors import ConfigError
 def test_knobs_narrowed_on_the_command_line_drop_the_initial_entries_they_exclude(tmp_path: Path) -> None:
     cfg, _, _ = run.prepare(["space=locomotion", "knobs.num_envs=[128]", f"out={tmp_path}"])
     assert cfg.knobs.num_envs == [128] and cfg.initial == []  # the CPU design's 256 envs no longer fit
-    kept = config.load("locomotion", {}, has_gpu=True)
-    notes = config.drop_unfit_initial(kept)
+    kept, notes = config.drop_unfit_initial(config.load("locomotion", {}, has_gpu=True))
     assert notes == [] and len(kept.initial) == 3
 
 
@@ -24,8 +24,8 @@ def test_an_initial_design_given_on_the_command_line_must_fit_the_knobs(tmp_path
 
 
 def test_a_space_file_naming_an_unknown_knob_in_its_design_is_still_rejected() -> None:
-    cfg = config.load("locomotion", {"initial": [{"num_env": 64}]}, has_gpu=False)
-    assert config.drop_unfit_initial(cfg) == []
+    cfg, notes = config.drop_unfit_initial(config.load("locomotion", {"initial": [{"num_env": 64}]}, has_gpu=False))
+    assert notes == []
     with pytest.raises(ConfigError, match=r"initial\[0\]\.num_env: unknown knob"):
         config.validate(cfg)
 
@@ -64,3 +64,33 @@ def test_the_search_spaces_ship_inside_the_package(tmp_path, monkeypatch) -> Non
     assert {"sweep/spaces/locomotion.yaml", "sweep/spaces/anymal_d_flat.yaml"} <= shipped <= names
     monkeypatch.chdir(tmp_path)  # not the checkout
     assert config_mod.find_space("locomotion") == config_mod.SPACES_DIR / "locomotion.yaml"
+
+
+def test_the_file_its_machine_block_and_the_command_line_merge_in_that_order_into_a_frozen_config() -> None:
+    data = {
+        "knobs": {"num_envs": [64, 128]},
+        "budget": {"usd": 1.0, "trial_usd": 0.2},
+        "when_cpu": {"budget": {"usd": 2.0}},
+        "when_gpu": {"budget": {"usd": 9.0}},
+    }
+    cfg = config.compose(data, {"knobs.num_envs": 64, "budget.trial_usd": 0.1}, "f.yaml", has_gpu=False)
+    assert cfg.knobs.num_envs == [64] and (cfg.budget.usd, cfg.budget.trial_usd) == (2.0, 0.1)  # a scalar: one choice
+    assert config.compose(data, {}, "f.yaml", has_gpu=True).budget == config.Budget(usd=9.0, trial_usd=0.2)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.budget.usd = 3.0
+
+
+@pytest.mark.parametrize(
+    ("data", "overrides", "message"),
+    [
+        ({"knobs": {"num_envs": "many"}}, {}, r"^f\.yaml: knobs\.num_envs\[0\]: .*'many'"),
+        ({"budget": {"usd": 1.0}}, {"budget.usd": "abc"}, r"^command line: budget\.usd: .*'abc'"),
+        ({}, {"prune": "maybe"}, r"^command line: prune: .*'maybe'"),
+        ({"knobs": {"num_envz": [1]}}, {}, r"^f\.yaml: unknown key 'knobs\.num_envz'; valid keys: num_envs, "),
+        ({"when_cpu": [1]}, {}, r"^f\.yaml: when_cpu: expected a mapping of keys"),
+        ({}, {"when_cpu.budget.usd": 1}, r"^when_gpu/when_cpu: set those in the space file"),
+    ],
+)
+def test_a_bad_key_or_type_names_where_it_came_from_and_the_key(data: dict, overrides: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        config.compose(data, overrides, "f.yaml", has_gpu=False)

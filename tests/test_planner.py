@@ -39,8 +39,7 @@ def make_cfg(tmp_path: Path, **over) -> config.RunConfig:
         "sampler": "random",
         "run_id": "t",
     }
-    data = config.merge(data, config.dotted_to_nested(over))
-    return config.validate(config.build(data, "test", has_gpu=False))
+    return config.validate(config.compose(data, over, "test", has_gpu=False))
 
 
 def planner(cfg: config.RunConfig, run_dir: Path, pool=None) -> Planner:
