@@ -3,8 +3,9 @@
 Optuna cannot prune multi-objective studies, so pruning is by cost: :class:`CostPruner` stops a trial
 that has spent more than the best known USD-to-target, or whose success curve, extrapolated from
 its last checkpoints, would reach the target only well after that. Both sides are on equal terms: cost
-without the one-time start-up and compilation (``metrics``' ``race_usd``), which depend on what ran before. The budget helpers reserve for
-every running trial what it may still spend, so no trial starts that the budget cannot pay.
+without the one-time start-up and compilation (``metrics``' ``race_usd``), which depend on what ran before.
+The budget helpers reserve for every running trial what it may still spend, so no trial starts that the
+budget cannot pay.
 """
 
 from __future__ import annotations

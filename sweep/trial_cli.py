@@ -15,7 +15,6 @@ from sweep.learner import resolve_device
 from sweep.ledger import Row
 from sweep.summary import format_summary, summarize
 
-
 #: Keys of ``python -m sweep.trial`` that are not the trial's: the price, where to write, a config file to start from.
 EXTRA_KEYS = ("price", "price.gpu", "price.kind", "price.usd_per_hour", "out", "run_id", "config")
 
