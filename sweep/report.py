@@ -205,7 +205,9 @@ def _card_html(s: Summary) -> str:
         lines += [
             f"<p><b>Recommended (trial {rec.trial}):</b> {html.escape(knobs)}</p>",
             "<ul>",
-            f"<li>USD to target: <b>${rec.usd_to_target:.4f}</b>; wall-clock to target: "
+            f"<li>USD to target: <b>${rec.usd_to_target:.4f}</b> (on equal terms, without its "
+            f"{rec.one_time_s:.1f} s of one-time start-up and compilation: ${rec.race_usd_to_target:.4f}, the "
+            "figure trials are ranked by); wall-clock to target: "
             f"<b>{rec.wall_to_target_s:.1f} s</b>; study spend per target-reaching checkpoint: "
             f"<b>${s.usd_per_reached:.4f}</b> ({reached_text(s)})</li>",
             f"<li>{_checkpoint_html(rec.checkpoint)}</li>",

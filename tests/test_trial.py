@@ -62,7 +62,9 @@ def test_tiny_real_ppo_run_improves_return(tmp_path: Path) -> None:
     assert len(checkpoints) == 4
     returns = [r.mean_return for r in checkpoints]
     assert returns[-1] > returns[0] + 0.5, returns  # PPO learns: the training return climbs
-    assert all(r.success is not None and 0 <= r.success <= 1 for r in checkpoints)
+    for r in checkpoints:  # a full pass has a rate; a pass stopped below the target has its bounds only
+        assert (r.success_max is None and 0 <= r.success <= 1) or (r.success is None and r.success_max < tiny().target)
+        assert 0 <= r.success_lo <= r.success_hi <= 1
     m = metrics(final.__dict__)
     assert m["throughput_sps"] > 0 and m["usd"] > 0 and final.phases_s["compile"] > 0
     # checkpoints: all (the default) keeps an unreached trial's latest checkpoint, with the row it belongs to
