@@ -7,7 +7,7 @@ set -eu
 OUT=${OUT:-/tmp/out}
 nvidia-smi -L
 python -m sweep.trial num_envs=4096 num_steps_per_env=24 profile=gpu price.gpu=h200 seed=1 \
-  flags.compile_cache=true run_id=eval_after out="$OUT/eval_after"
+  flags.compile_cache=true run_id=eval_after out="$OUT/eval_after" || echo "trial exit status $?"
 cat > /tmp/plan.json <<JSON
 {"backend": "mjx_locomotion", "profile": "gpu", "device": "auto", "shapes": [[2048, {"buffer_donation": true}]],
  "out": "$OUT/eval_after/precompile.jsonl"}

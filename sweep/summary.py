@@ -242,6 +242,16 @@ def text_summary(run_dir: str | Path) -> str:
     return run_text(summarize(read_rows(Path(run_dir) / "ledger.jsonl")))
 
 
+def pass_text(success: float | None, success_max: float | None) -> str:
+    """A held-out pass in a few characters: its rate, or for a pass stopped below the target the most a full
+    pass could have measured."""
+    if success is not None:
+        return f"{success:.3f}"
+    if success_max is not None:
+        return f"< {success_max:.3f} (stopped once below the target was certain)"
+    return "not evaluated"
+
+
 def format_summary(s: Summary, trial: int, target: float, ledger_path: Path) -> str:
     """The summary ``python -m sweep.trial`` prints for one trial of the ledger ``s`` was built from."""
     t = s.trials[trial]
