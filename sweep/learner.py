@@ -177,7 +177,7 @@ class SweepLoop:
                     if not self.flags["fast_finite_check"]:  # rsl-rl check_for_nan: a sync per step
                         perf.check_nan(obs, rewards, dones)
                     alg.process_env_step(obs, rewards, dones, extras)
-                    self.stats.update(rewards, dones)
+                    self.stats.update(rewards, dones, extras.get("success"))
                     self.timer.stop()
                 self.obs = obs
             policy_s = self.timer.take()
@@ -201,6 +201,11 @@ class SweepLoop:
 
     def take_mean_return(self) -> float | None:
         return self.stats.take_mean()
+
+    def train_success(self) -> float | None:
+        """Success share of the training episodes (stochastic policy, training commands) of the window the last
+        :meth:`take_mean_return` closed: a training-side signal, not the held-out measure."""
+        return self.stats.success_share
 
 
 def _stock_runner(env: Any, train_cfg: dict, device: str, out_dir: str | Path | None, trial: int) -> tuple[Any, Any]:

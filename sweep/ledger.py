@@ -82,6 +82,9 @@ class Row:
     """Updates skipped because the gradient norm was not finite (fast finite check)."""
     mean_return: float | None = None
     """Mean return of training episodes finished since the last row (None if none finished)."""
+    train_success: float | None = None
+    """Training side: success share of the training episodes finished since the last row (stochastic policy);
+    a signal of progress, never the held-out measure (None where the runner does not count it)."""
     reason: str = ""
     """Why the trial ended this way (failed / pruned / capped)."""
     device: str = ""
@@ -111,6 +114,7 @@ PROGRESS_FIELDS = (
     "gpu_capacity_gib",
     "skipped_updates",
     "mean_return",
+    "train_success",
     "device",
     "checkpoint",
 )

@@ -22,6 +22,7 @@ _ROW_SCALARS = {
     "success_hi": "held_out/success_hi",
     "success_max": "held_out/success_max",
     "mean_return": "train/mean_return",
+    "train_success": "train/success",
 }
 
 

@@ -142,6 +142,7 @@ def train(cfg: TrialConfig, built: Built, clock: PhaseClock, log: TrialLog) -> R
         progress["env_steps"] = progress.get("env_steps", 0) + n_iters * steps_per_iter
         progress["skipped_updates"] = perf.skipped_updates(built.alg)
         progress["mean_return"] = getattr(built.trainer, "take_mean_return", lambda: None)()
+        progress["train_success"] = getattr(built.trainer, "train_success", lambda: None)()
         capped = cap_reached(cfg, clock.billable_s(), clock.seconds)
         with clock.phase("eval"):  # at the cap too: no billed training goes unevaluated
             result = evaluate(built.alg.get_policy(), built.eval_env, built.seeds, target=cfg.target)

@@ -65,6 +65,8 @@ def test_tiny_real_ppo_run_improves_return(tmp_path: Path) -> None:
     for r in checkpoints:  # a full pass has a rate; a pass stopped below the target has its bounds only
         assert (r.success_max is None and 0 <= r.success <= 1) or (r.success is None and r.success_max < tiny().target)
         assert 0 <= r.success_lo <= r.success_hi <= 1
+        assert r.train_success is None or 0 <= r.train_success <= 1
+    assert any(r.train_success is not None for r in checkpoints)  # training episodes finished and were counted
     m = metrics(final.__dict__)
     assert m["throughput_sps"] > 0 and m["usd"] > 0 and final.phases_s["compile"] > 0
     # checkpoints: all (the default) keeps an unreached trial's latest checkpoint, with the row it belongs to

@@ -7,7 +7,7 @@ from tensordict import TensorDict
 
 
 class EpisodeStats:
-    """Mean return of training episodes finished since the last read.
+    """Mean return and success share of training episodes finished since the last read.
 
     ``deferred=False`` mirrors rsl-rl's logger: finished returns are copied to the host every step.
     ``deferred=True`` keeps a sum and a count on the device and reads them once, at ``take_mean``.
@@ -19,10 +19,18 @@ class EpisodeStats:
         self.total = torch.zeros((), device=device)
         self.count = torch.zeros((), device=device)
         self.host: list[float] = []
+        self.successes = torch.zeros((), device=device)
+        """Finished training episodes that met the task's success rule (kept on the device: no sync per step)."""
+        self.finished = torch.zeros((), device=device)
+        self.success_share: float | None = None
+        """Of the window :meth:`take_mean` last closed: the share of finished episodes that succeeded."""
 
-    def update(self, rewards: torch.Tensor, dones: torch.Tensor) -> None:
+    def update(self, rewards: torch.Tensor, dones: torch.Tensor, success: torch.Tensor | None = None) -> None:
         self.current += rewards
         done = dones.bool()
+        if success is not None:
+            self.successes += (done & success.bool()).sum()
+            self.finished += done.sum()
         if self.deferred:
             self.total += torch.where(done, self.current, 0.0).sum()
             self.count += done.sum()
@@ -31,7 +39,12 @@ class EpisodeStats:
         self.current.masked_fill_(done, 0.0)
 
     def take_mean(self) -> float | None:
-        """Mean return since the last call (None if no episode finished); resets the window."""
+        """Mean return since the last call (None if no episode finished); resets the window (and closes the
+        success share's)."""
+        finished = float(self.finished)
+        self.success_share = float(self.successes) / finished if finished else None
+        self.successes.zero_()
+        self.finished.zero_()
         if self.deferred:
             total, count = float(self.total), int(self.count)
             self.total.zero_()
