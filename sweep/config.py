@@ -349,7 +349,8 @@ def _validate_confirm(cfg: RunConfig) -> None:
         raise ConfigError(f"{where}: confirm.race_factor: must be >= 1 (got {c.race_factor})")
     if cfg.budget.usd * c.budget_share < cfg.budget.trial_usd * RESERVE_MARGIN and c.budget_share > 0:
         raise ConfigError(
-            f"{where}: confirm.budget_share: {c.budget_share:g} of budget.usd keeps ${cfg.budget.usd * c.budget_share:g}, "
+            f"{where}: confirm.budget_share: {c.budget_share:g} of budget.usd keeps "
+            f"${cfg.budget.usd * c.budget_share:g}, "
             f"less than one trial's reservation (budget.trial_usd {cfg.budget.trial_usd:g} plus "
             f"{RESERVE_MARGIN - 1:.0%}); raise the share or the budget, or set confirm.seeds=1"
         )

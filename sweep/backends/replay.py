@@ -73,8 +73,8 @@ def replay_trial(
     price_label: str = "",
     out_dir: str | Path | None = None,
 ) -> Row:
-    """The trial runner for recorded trials: emit the rows of the matching config, ending as a real trial would (:func:`sweep.contract.end_state`, the per-trial cap). The seed picks among repeats
-    (:func:`pick_record`)."""
+    """The trial runner for recorded trials: emit the rows of the matching config, ending as a real trial would
+    (:func:`sweep.contract.end_state`, the per-trial cap). The seed picks among repeats (:func:`pick_record`)."""
     options = dict(cfg.backend_options)
     if "table" not in options:
         raise ConfigError("backend_options.table: give the recorded table (a JSON file) to replay")
