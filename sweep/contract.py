@@ -54,6 +54,19 @@ def stopped_by_cap(row: Mapping[str, Any]) -> bool:
     return row.get("state") == "capped" and str(row.get("reason", "")).startswith(CAP_REASONS)
 
 
+#: How the reason begins of a trial the planner closed because its driver stopped (``Planner._close_orphans``).
+DRIVER_STOPPED = "driver stopped"
+
+
+def ended_by_study(row: Mapping[str, Any]) -> bool:
+    """Whether a trial ended through no doing of its config: stopped at the study's end (budget spent, Ctrl-C) or
+    closed on resume after its driver stopped. Such a trial is no seed of its config: a resumed confirmation runs it
+    again (a lost worker, which could recur, is not excused)."""
+    if row.get("state") == "capped":
+        return not stopped_by_cap(row)
+    return row.get("state") == "failed" and str(row.get("reason", "")).startswith(DRIVER_STOPPED)
+
+
 def cap_reached(cfg: TrialConfig, billable_s: float, phases_s: Mapping[str, float]) -> str | None:
     """Why a trial is past its cap (the end row's reason), or None while it may go on: the per-trial cap on
     billable seconds, or the best known cost on equal terms (billable seconds less start-up and compilation)."""

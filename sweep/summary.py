@@ -389,7 +389,7 @@ def config_stats(rows: list[dict]) -> list[ConfigStat]:
     ends = last_rows(rows)
     for r in (ends[t] for t in sorted(ends)):
         if r["state"] in END_STATES and end_label(r) != "not run":
-            groups.setdefault(_config_key(r["params"]), []).append(r)
+            groups.setdefault(config_identity(r["params"]), []).append(r)
     stats = []
     for key, members in groups.items():
         reached = [r for r in members if r["state"] == "reached"]
@@ -527,9 +527,10 @@ def _t_interval(values: tuple[float, ...]) -> tuple[float | None, float | None, 
     return mean, mean - half, mean + half
 
 
-def _config_key(params: dict[str, Any]) -> tuple:
-    """``contract.config_key``; a ledger that names a flag this catalog no longer has (or lacks a knob) keeps its
-    params as recorded for an identity, so an older ledger still gets its report."""
+def config_identity(params: dict[str, Any]) -> tuple:
+    """The identity a config's statistics are kept under: ``contract.config_key``; a ledger that names a flag this
+    catalog no longer has (or lacks a knob) keeps its params as recorded for an identity, so an older ledger still
+    gets its report."""
     from sweep.contract import config_key
     from sweep.errors import ConfigError
 
