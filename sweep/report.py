@@ -32,7 +32,9 @@ from sweep.summary import (
     closest_line,
     config_stats,
     describe_params,
+    phase_text,
     reached_text,
+    recommendation_line,
     states_text,
     summarize,
 )
@@ -204,6 +206,8 @@ def _card_html(s: Summary) -> str:
         knobs = describe_params(rec.params)
         lines += [
             f"<p><b>Recommended (trial {rec.trial}):</b> {html.escape(knobs)}</p>",
+            f"<p>{html.escape(recommendation_line(s))} (rule: the lowest mean over seeds on equal terms; "
+            "<code>recommended.yaml</code> lists each seed, the interval and the baseline comparison)</p>",
             "<ul>",
             f"<li>USD to target: <b>${rec.usd_to_target:.4f}</b> (on equal terms, without its "
             f"{rec.one_time_s:.1f} s of one-time start-up and compilation: ${rec.race_usd_to_target:.4f}, the "
@@ -220,9 +224,10 @@ def _card_html(s: Summary) -> str:
         ]
     else:
         lines.append(f"<p><b>No trial reached the target</b>; {html.escape(closest_line(s))}.</p>")
+    phases = phase_text(s)
     lines.append(
         f"<p>Study spend <b>${s.total_usd:.4f}</b>, of which {100 * s.pruned_failed_share:.1f}% on pruned "
-        f"and failed trials. Trials: {states_text(s)}.</p>"
+        f"and failed trials{' (' + phases + ')' if phases else ''}. Trials: {states_text(s)}.</p>"
     )
     return "\n".join(lines)
 
