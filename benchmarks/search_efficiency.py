@@ -220,7 +220,7 @@ def main() -> None:
                 rows = run_planner(args.table, space, strategy, seed, args, design)
                 ends = last_rows(rows)
                 order = [(metrics(r)["usd"], metrics(r)["usd_to_target"]) for _, r in sorted(ends.items())]
-                if args.confirm > 1:  # the recommendation over its seeds; confirmation spend apart
+                if args.confirm > 1 and strategy.startswith("planner"):  # over its seeds; confirmation spend apart
                     s = summarize(rows)
                     rec_usd = s.recommendation.config.mean_usd if s.recommendation is not None else None
                     confirmed.setdefault(strategy, []).append(s.usd_by_phase.get("confirm", 0.0))
