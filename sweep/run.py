@@ -182,6 +182,7 @@ def main(argv: list[str]) -> int:
         f"budget ${cfg.budget.usd:g} (per trial ${cfg.budget.trial_usd:g}) at {price.label} ${price.usd_per_hour:g}/h",
         flush=True,
     )
+    from sweep import precompile
     from sweep.planner import Planner
     from sweep.workers import WorkerPool, wait_ready
 
@@ -194,13 +195,16 @@ def main(argv: list[str]) -> int:
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, on_sigint)
+    compiling = None
     try:
         wait_ready(pool)
         safe_print(f"sweep: {pool.size} worker(s) ({'one per GPU' if has_gpu else 'CPU slots'})", flush=True)
+        compiling = precompile.start(cfg, run_dir, profile, has_gpu)
         Planner(cfg, run_dir, pool, price, profile, control_dt_s, progress, interrupted=ctrl_c.is_set).run()
     except KeyboardInterrupt:
         ctrl_c.set()
     finally:
+        precompile.stop(compiling)
         progress.close()
         pool.shutdown()
         signal.signal(signal.SIGINT, previous)

@@ -47,6 +47,8 @@ class TrialFigures:
     success: float | None
     success_lo: float | None
     success_hi: float | None
+    success_max: float | None
+    """The most a full pass could have measured, when the last pass stopped once below the target was certain."""
     eval_episodes: int
     bottleneck: str
     price_label: str
@@ -83,6 +85,7 @@ class TrialFigures:
             success=row.get("success"),
             success_lo=row.get("success_lo"),
             success_hi=row.get("success_hi"),
+            success_max=row.get("success_max"),
             eval_episodes=int(row.get("eval_episodes", 0)),
             bottleneck=m["bottleneck"],
             price_label=row.get("price_label", ""),
@@ -264,6 +267,16 @@ def text_summary(run_dir: str | Path) -> str:
     return run_text(summarize(read_rows(Path(run_dir) / "ledger.jsonl")))
 
 
+def pass_text(success: float | None, success_max: float | None) -> str:
+    """A held-out pass in a few characters: its rate, or for a pass stopped below the target the most a full
+    pass could have measured."""
+    if success is not None:
+        return f"{success:.3f}"
+    if success_max is not None:
+        return f"< {success_max:.3f} (stopped once below the target was certain)"
+    return "not evaluated"
+
+
 def format_summary(s: Summary, trial: int, target: float, ledger_path: Path) -> str:
     """The summary ``python -m sweep.trial`` prints for one trial of the ledger ``s`` was built from."""
     t = s.trials[trial]
@@ -273,6 +286,8 @@ def format_summary(s: Summary, trial: int, target: float, ledger_path: Path) -> 
             f"  held-out success   {t.success:.3f} ({ci_text(t.success_lo, t.success_hi)}, "
             f"{t.eval_episodes} episodes; target {target:g})"
         )
+    elif t.success_max is not None:
+        lines.append(f"  held-out success   {pass_text(None, t.success_max)} (target {target:g})")
     lines += [
         f"  env steps          {t.env_steps:,}",
         f"  throughput         {t.throughput_sps:,.0f} env steps/s (over {t.training_s:.1f} training s)",

@@ -20,6 +20,7 @@ _ROW_SCALARS = {
     "success": "held_out/success",
     "success_lo": "held_out/success_lo",
     "success_hi": "held_out/success_hi",
+    "success_max": "held_out/success_max",
     "mean_return": "train/mean_return",
 }
 

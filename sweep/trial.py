@@ -179,6 +179,11 @@ def runner_for(backend: str) -> TrialRunner:
     return run_trial
 
 
+def run_any(cfg: TrialConfig, sink: Sink, **kwargs: Any) -> Row:
+    """Run a trial with its backend's runner (:func:`runner_for`): what ``python -m sweep.trial`` calls."""
+    return runner_for(cfg.backend)(cfg, sink, **kwargs)
+
+
 def checkpoint_meta(cfg: TrialConfig, rows: TrialRows, progress: dict, alg: Any, env: Any) -> dict[str, Any]:
     """What ``checkpoint.json`` records: the ledger row the checkpoint belongs to and the actor's sizes."""
     return {
@@ -211,4 +216,4 @@ if __name__ == "__main__":
     from sweep.cli import run_main
     from sweep.trial_cli import main
 
-    run_main(functools.partial(main, run=run_trial))
+    run_main(functools.partial(main, run=run_any))

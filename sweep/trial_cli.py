@@ -13,7 +13,7 @@ from sweep.contract import CONTINUE, TrialConfig
 from sweep.errors import ConfigError
 from sweep.learner import resolve_device
 from sweep.ledger import Row
-from sweep.summary import format_summary, summarize
+from sweep.summary import format_summary, pass_text, summarize
 
 #: Keys of ``python -m sweep.trial`` that are not the trial's: the price, where to write, a config file to start from.
 EXTRA_KEYS = ("price", "price.gpu", "price.kind", "price.usd_per_hour", "out", "run_id", "config")
@@ -93,7 +93,8 @@ def main(argv: list[str], run: Callable[..., Row]) -> int:
         if row.state == "running":
             print(
                 f"  it {row.iteration:5d}  {row.env_steps:>11,} steps  {row.billable_s:7.1f} s  "
-                f"held-out success {row.success:.3f}  mean return {row.mean_return or float('nan'):.3f}",
+                f"held-out success {pass_text(row.success, row.success_max)}  "
+                f"mean return {row.mean_return or float('nan'):.3f}",
                 flush=True,
             )
         return CONTINUE

@@ -29,3 +29,11 @@ def test_the_trial_printout_of_a_row_without_an_interval_says_so(tmp_path: Path)
     text = summary.format_summary(s, 1, 0.9, Path("ledger.jsonl"))
     assert "held-out success   0.300 (no interval recorded, 256 episodes; target 0.9)" in text
     assert "spent              6.0 s, $6.0000 at test" in text
+
+
+def test_a_pass_stopped_below_the_target_reads_as_a_bound() -> None:
+    from sweep.summary import pass_text
+
+    assert pass_text(0.9123, None) == "0.912"
+    assert pass_text(None, 0.746).startswith("< 0.746")
+    assert pass_text(None, None) == "not evaluated"

@@ -1,0 +1,117 @@
+"""Ahead-of-time compilation: fill the persistent XLA cache with a space's env shapes while the GPU trains.
+
+A trial that meets an env shape (``num_envs``, backend knobs) its worker has not built yet compiles it: 15-20 s
+on an H200 cold, a few seconds from the persistent cache (``compile_cache`` flag). On a GPU machine
+``sweep.run`` starts ``python -m sweep.precompile`` beside the workers: it builds and warms one env per shape the
+study may need (XLA compiles on the host CPU, idle while the GPU trains) and trains nothing. Its seconds overlap
+the trials' billed seconds on the same machine, so they are not billed again; a trial it slows pays that in its
+own bill. It writes one JSON line per shape (seconds, num_envs, knobs) to ``precompile.jsonl`` in the run folder.
+
+CLI (started by ``sweep.run``): ``python -m sweep.precompile <plan.json>``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from sweep import perf
+from sweep.config import RunConfig
+
+#: Seed of the envs built here (a training-range seed; nothing is trained or evaluated with them).
+SEED = 0
+
+
+def backend_variants(cfg: RunConfig, backend_knobs: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Every distinct set of backend knobs the space's flag choices lead to (e.g. buffer donation on / off)."""
+    names = list(cfg.knobs.flags)
+    seen: list[dict[str, Any]] = []
+    for combo in itertools.product(*(cfg.knobs.flags[n] for n in names)):
+        knobs = perf.backend_knobs(perf.resolve(dict(zip(names, combo, strict=True))), backend_knobs)
+        knobs.update((k, v) for k, v in cfg.backend_options.items() if k in backend_knobs)
+        if knobs not in seen:
+            seen.append(knobs)
+    return seen
+
+
+def shapes(cfg: RunConfig, backend_knobs: tuple[str, ...]) -> list[tuple[int, dict[str, Any]]]:
+    """(num_envs, backend knobs) the study may build, nearest to the first trial's size first; the first
+    trial's own shapes (its envs and the held-out panel under its knobs) are left to it."""
+    variants = backend_variants(cfg, backend_knobs)
+    first = cfg.initial[0] if cfg.initial else {}
+    n0 = int(first.get("num_envs", cfg.knobs.num_envs[0]))
+    flags0 = {k.split(".", 1)[1]: v for k, v in first.items() if k.startswith("flags.")}
+    knobs0 = perf.backend_knobs(perf.resolve(flags0), backend_knobs) if set(flags0) <= set(perf.CATALOG) else {}
+    sizes = sorted({*cfg.knobs.num_envs, cfg.target.eval_episodes}, key=lambda n: abs(n - n0))
+    out = [(n, k) for n in sizes for k in variants]
+    return [s for s in out if not (s[0] in (n0, cfg.target.eval_episodes) and s[1] == knobs0)]
+
+
+def wanted(cfg: RunConfig, has_gpu: bool) -> bool:
+    """Only on a GPU machine (on a CPU one it would take cores from the trials), for a backend that compiles
+    with XLA, and when every trial reads the persistent cache."""
+    return has_gpu and cfg.backend == "mjx_locomotion" and all(cfg.knobs.flags.get("compile_cache", [True]))
+
+
+def start(cfg: RunConfig, run_dir: Path, profile: str, has_gpu: bool) -> subprocess.Popen | None:
+    """Start the compiling process for this study (None when it is not wanted); stop it with :func:`stop`."""
+    from sweep.backends import get_backend
+
+    if not wanted(cfg, has_gpu):
+        return None
+    backend = get_backend(cfg.backend)
+    plan = {
+        "backend": cfg.backend,
+        "profile": profile,
+        "device": cfg.device,
+        "shapes": shapes(cfg, backend.knobs),
+        "out": str(run_dir / "precompile.jsonl"),
+    }
+    plan_path = run_dir / "precompile_plan.json"
+    plan_path.write_text(json.dumps(plan))
+    env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    log = open(run_dir / "precompile.log", "ab")  # noqa: SIM115 - the child keeps it open
+    return subprocess.Popen([sys.executable, "-m", "sweep.precompile", str(plan_path)], stdout=log, stderr=log, env=env)
+
+
+def stop(proc: subprocess.Popen | None) -> None:
+    """End the compiling process (the study is over: what it has not compiled yet is not needed)."""
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def main(argv: list[str]) -> int:
+    """Build and warm every shape of the plan in turn, one JSON line each."""
+    from sweep.backends import get_backend
+    from sweep.learner import resolve_device
+
+    plan = json.loads(Path(argv[0]).read_text())
+    perf.enable_compile_cache()
+    backend = get_backend(plan["backend"])
+    device = resolve_device(plan["device"])
+    with open(plan["out"], "a") as out:
+        for num_envs, knobs in plan["shapes"]:
+            t0 = time.perf_counter()
+            env = backend.make_env(int(num_envs), SEED, device, plan["profile"], **knobs)
+            env.warm_up()
+            env.close()
+            line = {"num_envs": num_envs, "knobs": knobs, "seconds": time.perf_counter() - t0}
+            out.write(json.dumps(line) + "\n")
+            out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    from sweep.cli import run_main
+
+    run_main(main)

@@ -1,0 +1,52 @@
+"""Ahead-of-time compilation fills the persistent XLA cache that a later trial's env reads."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from sweep import config, precompile
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_plan_covers_every_size_and_donation_choice_but_the_first_trials_own() -> None:
+    cfg = config.validate(config.load("locomotion", {}, has_gpu=True))
+    found = precompile.shapes(cfg, ("buffer_donation",))
+    sizes = {n for n, _ in found}
+    assert sizes == {*cfg.knobs.num_envs, cfg.target.eval_episodes}
+    assert (4096, {"buffer_donation": False}) not in found  # trial 0 (legged_gym's 4096 x 24, stock) builds it
+    assert (4096, {"buffer_donation": True}) in found and (256, {"buffer_donation": True}) in found
+    distance = [abs(n - 4096) for n, _ in found]
+    assert distance == sorted(distance)  # the sizes nearest the first trial's first
+    assert not precompile.wanted(cfg, has_gpu=False)  # on CPU it would take the trials' cores
+
+
+def test_a_precompiled_shape_is_a_cache_hit_in_a_later_process(tmp_path: Path) -> None:
+    env = {**os.environ, "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    plan = {"backend": "mjx_locomotion", "profile": "cpu", "device": "cpu", "shapes": [[8, {}]]}
+    plan["out"] = str(tmp_path / "precompile.jsonl")
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    subprocess.run(
+        [sys.executable, "-m", "sweep.precompile", str(tmp_path / "plan.json")],
+        env=env,
+        check=True,
+        timeout=600,
+        capture_output=True,
+    )
+    line = json.loads((tmp_path / "precompile.jsonl").read_text())
+    assert line["num_envs"] == 8 and line["seconds"] > 0
+    probe = (
+        "import collections, jax; from sweep import perf; perf.enable_compile_cache(); c = collections.Counter();"
+        "jax.monitoring.register_event_listener(lambda name, **kw: c.update([name]));"
+        "from sweep.backends import get_backend; e = get_backend('mjx_locomotion').make_env(8, 5, 'cpu', 'cpu');"
+        "e.warm_up(); print(c['/jax/compilation_cache/cache_hits'], c['/jax/compilation_cache/cache_misses'])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env=env, check=True, timeout=600, capture_output=True, text=True
+    )
+    hits, misses = map(int, out.stdout.split()[-2:])
+    assert hits > 0 and misses == 0, out.stdout
