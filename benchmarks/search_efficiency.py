@@ -104,7 +104,7 @@ def run_planner(
         "initial": initial or [],
         "run_id": f"{strategy}-{seed}",
     }
-    if args.confirm > 1 and strategy.startswith("planner"):
+    if getattr(args, "confirm", 1) > 1 and strategy.startswith("planner"):  # callers without the option: none
         data["confirm"] = {"seeds": args.confirm, "top": args.confirm_top, "baseline": args.baseline_params}
     cfg = config_mod.validate(config_mod.compose(data, {}, "search_efficiency", has_gpu=False))
     with tempfile.TemporaryDirectory() as tmp:

@@ -48,10 +48,12 @@ def trials_table(rows: list[dict]) -> Any:
     for trial, r in sorted(last_rows(rows).items()):
         m = metrics(r)
         rec: dict[str, Any] = {"trial": trial, "state": end_label(r), "reason": r.get("reason", "")}
+        rec["phase"] = r.get("phase", "search") + (" (baseline)" if r.get("baseline") else "")
         rec.update({k: r["params"].get(k) for k in KNOB_COLUMNS})
         rec["flags"] = changed_flags(r["params"])
         rec.update(
             {
+                "seed": r.get("seed"),
                 "env_steps": r["env_steps"],
                 "throughput_sps": m["throughput_sps"],
                 "training_s": m["training_s"],
@@ -249,6 +251,8 @@ def _table_html(trials: Any) -> str:
     cols = [
         "trial",
         "state",
+        "phase",
+        "seed",
         *KNOB_COLUMNS,
         "flags",
         "env_steps",
