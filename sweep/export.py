@@ -121,6 +121,7 @@ def recommended(run_dir: Path, rows: list[dict]) -> dict[str, Any] | None:
 def seeds_evidence(s: Any) -> dict[str, Any]:
     """The recommended config over its seeds: each seed's result, the mean and interval that ranked it, the billed
     mean, and the ratio to the baseline with its interval and rule (``summary.RANKING_RULE``, ``VS_BASELINE_RULE``)."""
+    from sweep.confirm import RACE_RULE
     from sweep.summary import RANKING_RULE, VS_BASELINE_RULE
 
     rec = s.recommendation
@@ -148,6 +149,7 @@ def seeds_evidence(s: Any) -> dict[str, Any]:
         "mean_usd_to_target": c.mean_usd,
         "ci95_billed": [c.lo, c.hi] if c.n_reached > 1 else None,
         "recommendation_rule": RANKING_RULE,
+        "racing_rule": RACE_RULE if any(s.trials[t].phase == "confirm" for t in s.trials) else None,
         "study_usd_by_phase": dict(s.usd_by_phase),
     }
     vs = rec.vs_baseline
