@@ -284,8 +284,10 @@ def burn_figure(burn: Any) -> Any:
 
 
 def _config_label(c: ConfigStat) -> str:
-    """'4096x24: 0, 5' (envs x steps per env: its trials), unique per config because trial numbers are."""
-    return f"{c.params.get('num_envs')}x{c.params.get('num_steps_per_env')}: {_join(c.trials)}"
+    """'4096x24: 0, 5' (envs x steps per env: its trials; ' baseline' for the study's baseline), unique per config
+    because trial numbers are."""
+    mark = " baseline" if c.baseline else ""
+    return f"{c.params.get('num_envs')}x{c.params.get('num_steps_per_env')}{mark}: {_join(c.trials)}"
 
 
 def _reached(c: ConfigStat) -> list[tuple[int, int, float]]:

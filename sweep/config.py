@@ -114,6 +114,42 @@ class Seeds:
 
 
 @dataclass(frozen=True)
+class Baseline:
+    """The config a recommendation is compared with (e.g. legged_gym's 4096 x 24 with stock rsl-rl). It need not lie
+    in the space. A base knob left null takes the space's value where the space fixes one (a single choice); a flag
+    left out takes the space's value where the space fixes one, else rsl-rl's behaviour (the catalog default)."""
+
+    num_envs: int | None = None
+    num_steps_per_env: int | None = None
+    num_mini_batches: int | None = None
+    flags: dict[str, Any] = field(default_factory=dict)
+    """Performance flags by name (see sweep.perf.CATALOG)."""
+
+
+@dataclass(frozen=True)
+class Confirm:
+    """The confirmation phase: after the search, its best configs and the baseline run on further training seeds,
+    raced, and the recommendation is the config with the lowest mean cost to target over its seeds."""
+
+    seeds: int = 1
+    """Seeds per finalist, its search seed included; 1: no confirmation (the recommendation is the search's cheapest
+    trial). The shipped spaces ask for more."""
+    top: int = 2
+    """Candidates confirmed besides the baseline: the search's best configs."""
+    budget_share: float = 0.3
+    """Share of ``budget.usd`` kept for confirmation: the search starts no trial that would commit more than the
+    rest (0-1; what the search leaves unspent goes to confirmation too)."""
+    race_factor: float = 1.5
+    """A candidate with at least 2 seeds whose mean cost exceeds this times the leader's gets no more seeds."""
+    baseline: Baseline = field(default_factory=Baseline)
+    """The config the recommendation is compared with; it always gets its seeds."""
+
+    @property
+    def enabled(self) -> bool:
+        return self.seeds > 1
+
+
+@dataclass(frozen=True)
 class RunConfig:
     """Everything ``python -m sweep.run`` needs."""
 
@@ -132,6 +168,7 @@ class RunConfig:
     workers: Workers = field(default_factory=Workers)
     constraints: Constraints = field(default_factory=Constraints)
     seeds: Seeds = field(default_factory=Seeds)
+    confirm: Confirm = field(default_factory=Confirm)
     sampler: str = "tpe"
     """'tpe' (Optuna TPE with constraints), 'random' or 'grid'."""
     prune: bool = True
@@ -289,6 +326,46 @@ def _related(a: str, b: str) -> bool:
     return a == b or a.startswith(b + ".") or b.startswith(a + ".")
 
 
+def confirm_trials(confirm: Confirm) -> int:
+    """The most trials a confirmation phase runs: each finalist (the candidates and the baseline) up to its seeds."""
+    return (confirm.top + 1) * confirm.seeds if confirm.enabled else 0
+
+
+def _validate_confirm(cfg: RunConfig) -> None:
+    """The confirmation section: counts, shares, and a baseline every knob of which is known."""
+    from sweep import perf
+    from sweep.scheduler import RESERVE_MARGIN
+
+    where, c = cfg.space, cfg.confirm
+    if c.seeds < 1:
+        raise ConfigError(f"{where}: confirm.seeds: must be >= 1 (1: no confirmation; got {c.seeds})")
+    if not c.enabled:
+        return
+    if c.top < 1:
+        raise ConfigError(f"{where}: confirm.top: must be >= 1 (the candidates besides the baseline; got {c.top})")
+    if not 0 <= c.budget_share < 1:
+        raise ConfigError(f"{where}: confirm.budget_share: must be in [0, 1) (got {c.budget_share})")
+    if c.race_factor < 1:
+        raise ConfigError(f"{where}: confirm.race_factor: must be >= 1 (got {c.race_factor})")
+    if cfg.budget.usd * c.budget_share < cfg.budget.trial_usd * RESERVE_MARGIN and c.budget_share > 0:
+        raise ConfigError(
+            f"{where}: confirm.budget_share: {c.budget_share:g} of budget.usd keeps "
+            f"${cfg.budget.usd * c.budget_share:g}, "
+            f"less than one trial's reservation (budget.trial_usd {cfg.budget.trial_usd:g} plus "
+            f"{RESERVE_MARGIN - 1:.0%}); raise the share or the budget, or set confirm.seeds=1"
+        )
+    for key in ("num_envs", "num_steps_per_env", "num_mini_batches"):
+        value = getattr(c.baseline, key)
+        if value is None and len(getattr(cfg.knobs, key)) != 1:
+            raise ConfigError(
+                f"{where}: confirm.baseline.{key}: the space has several choices {getattr(cfg.knobs, key)}; "
+                "name the baseline's value"
+            )
+        if value is not None and value <= 0:
+            raise ConfigError(f"{where}: confirm.baseline.{key}: must be a positive integer (got {value})")
+    perf.resolve(dict(c.baseline.flags), key=f"{where}: confirm.baseline.flags")
+
+
 def _validate(cfg: RunConfig) -> RunConfig:
     from sweep import perf
     from sweep.backends import get_backend
@@ -332,12 +409,15 @@ def _validate(cfg: RunConfig) -> RunConfig:
     from sweep.evaluation import EVAL_SEED_BASE, check_training_seed
 
     check_training_seed(cfg.seeds.training, key=f"{where}: seeds.training")
-    if cfg.seeds.training + cfg.budget.max_trials > EVAL_SEED_BASE:
+    trials = cfg.budget.max_trials + confirm_trials(cfg.confirm)
+    if cfg.seeds.training + trials > EVAL_SEED_BASE:
+        also = f" + confirmation trials ({confirm_trials(cfg.confirm)})" if cfg.confirm.enabled else ""
         raise ConfigError(
             f"{where}: seeds.training: trial k trains with seeds.training + k, so {cfg.seeds.training} + "
-            f"budget.max_trials ({cfg.budget.max_trials}) would reach the held-out seeds (from {EVAL_SEED_BASE}); "
-            f"use a seed below {EVAL_SEED_BASE - cfg.budget.max_trials}"
+            f"budget.max_trials ({cfg.budget.max_trials}){also} would reach the held-out seeds (from "
+            f"{EVAL_SEED_BASE}); use a seed below {EVAL_SEED_BASE - trials}"
         )
+    _validate_confirm(cfg)
     if cfg.workers.num < 0:
         raise ConfigError(f"{where}: workers.num: must be >= 0 (got {cfg.workers.num})")
     from sweep.scheduler import RESERVE_MARGIN

@@ -15,7 +15,7 @@ from sweep import checkpoints, perf
 from sweep.backends import get_backend
 from sweep.errors import ConfigError
 from sweep.evaluation import DEFAULT_EPISODES, check_training_seed
-from sweep.ledger import ONE_TIME_PHASES
+from sweep.ledger import ONE_TIME_PHASES, STUDY_PHASES
 
 if TYPE_CHECKING:
     from sweep.ledger import Row
@@ -39,6 +39,32 @@ Sink = Callable[["Row"], str]
 
 def capped_reason(cap_s: float) -> str:
     return f"per-trial cap of {cap_s:g} billable seconds reached"
+
+
+#: How the end reasons of :func:`cap_reached` begin: a trial stopped by its own cap, not by the study's end.
+CAP_REASONS = ("per-trial cap of ", "capped at the best known cost")
+
+
+def stopped_by_cap(row: Mapping[str, Any]) -> bool:
+    """Whether a trial's end row says it stopped without reaching because of its cost: pruned after running, or
+    capped by its own cap (not by the study's end: budget spent, Ctrl-C). Such a seed is censored: its cost to target
+    is more than it spent."""
+    if row.get("state") == "pruned":
+        return float(row.get("billable_s", 0.0)) > 0
+    return row.get("state") == "capped" and str(row.get("reason", "")).startswith(CAP_REASONS)
+
+
+#: How the reason begins of a trial the planner closed because its driver stopped (``Planner._close_orphans``).
+DRIVER_STOPPED = "driver stopped"
+
+
+def ended_by_study(row: Mapping[str, Any]) -> bool:
+    """Whether a trial ended through no doing of its config: stopped at the study's end (budget spent, Ctrl-C) or
+    closed on resume after its driver stopped. Such a trial is no seed of its config: a resumed confirmation runs it
+    again (a lost worker, which could recur, is not excused)."""
+    if row.get("state") == "capped":
+        return not stopped_by_cap(row)
+    return row.get("state") == "failed" and str(row.get("reason", "")).startswith(DRIVER_STOPPED)
 
 
 def cap_reached(cfg: TrialConfig, billable_s: float, phases_s: Mapping[str, float]) -> str | None:
@@ -109,6 +135,11 @@ class TrialConfig:
     trials that reached the target; the others' files are deleted). A reached one is never deleted."""
     backend_options: dict[str, Any] = field(default_factory=dict)
     """Backend-specific options (e.g. the recorded table of the replay backend)."""
+    phase: str = "search"
+    """The study phase the trial belongs to, recorded on its ledger rows: 'search' or 'confirm' (a finalist re-run
+    on a further training seed by the planner's confirmation)."""
+    baseline: bool = False
+    """The trial runs the study's baseline config (recorded on its ledger rows, for the comparison)."""
 
     @property
     def eval_every(self) -> int:
@@ -126,6 +157,8 @@ class TrialConfig:
                 raise ConfigError(f"{key}: must be > 0 (got {getattr(self, key)!r})")
         if not 0 < self.target <= 1:
             raise ConfigError(f"target: must be in (0, 1] (got {self.target!r})")
+        if self.phase not in STUDY_PHASES:
+            raise ConfigError(f"phase: must be one of {list(STUDY_PHASES)} (got {self.phase!r})")
         if self.mode not in ("sweep", "stock"):
             raise ConfigError(f"mode: must be 'sweep' or 'stock' (got {self.mode!r})")
         if self.num_envs * self.num_steps_per_env < self.num_mini_batches:

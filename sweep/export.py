@@ -27,7 +27,7 @@ import yaml
 
 from sweep import __version__, checkpoints
 from sweep.errors import ConfigError, MissingExtraError, require
-from sweep.ledger import last_rows, metrics, read_rows, summary_figures
+from sweep.ledger import last_rows, metrics, read_rows
 
 #: Folder of the run folder the exported policy goes to (as Isaac Lab's play script names it).
 EXPORT_DIR = "exported"
@@ -60,10 +60,12 @@ def recommended(run_dir: Path, rows: list[dict]) -> dict[str, Any] | None:
     """The YAML document for the best trial of a run (None when no trial reached the target)."""
     from sweep.backends import get_backend
     from sweep.contract import TrialConfig
+    from sweep.summary import summarize
 
-    best = summary_figures(rows)["best_trial"]
-    if best is None:
+    s = summarize(rows)
+    if s.recommendation is None:
         return None
+    best = s.recommendation.trial.trial
     row = last_rows(rows)[best]
     saved = _trial_config(run_dir, best)
     cfg = TrialConfig(**saved) if saved else _config_from_params(row)
@@ -106,6 +108,7 @@ def recommended(run_dir: Path, rows: list[dict]) -> dict[str, Any] | None:
             "price_usd_per_hour": row["price_usd_per_hour"],
             "price": row["price_label"],
             "device": row.get("device", ""),
+            **seeds_evidence(s),
         },
         "checkpoint": _checkpoint_section(run_dir, best, row),
         "trial": asdict(cfg),
@@ -113,6 +116,60 @@ def recommended(run_dir: Path, rows: list[dict]) -> dict[str, Any] | None:
     if hasattr(backend, "export_section"):
         doc.update(backend.export_section(cfg, implied_agent_config(cfg)))
     return doc
+
+
+def seeds_evidence(s: Any) -> dict[str, Any]:
+    """The recommended config over its seeds: each seed's result, the mean and interval that ranked it, the billed
+    mean, and the ratio to the baseline with its interval and rule (``summary.RANKING_RULE``, ``VS_BASELINE_RULE``)."""
+    from sweep.confirm import RACE_RULE
+    from sweep.summary import RANKING_RULE, VS_BASELINE_RULE
+
+    rec = s.recommendation
+    c = rec.config
+
+    def seed(t: int) -> dict[str, Any]:
+        f = s.trials[t]
+        return {
+            "seed": f.seed,
+            "trial": t,
+            "phase": f.phase,
+            "state": f.state,
+            "reached": f.state == "reached",
+            "usd_to_target": f.usd_to_target if f.state == "reached" else None,
+            "usd_to_target_equal_terms": f.race_usd_to_target if f.state == "reached" else None,
+            "usd_spent": f.usd,
+            "usd_spent_equal_terms": f.race_usd,
+        }
+
+    out: dict[str, Any] = {
+        "seeds": [seed(t) for t in c.trials],
+        "mean_usd_to_target_equal_terms": c.race_mean,
+        "ci95": [c.race_lo, c.race_hi] if len(c.counted_trials) > 1 else None,
+        "mean_is_lower_bound": c.censored,
+        "mean_usd_to_target": c.mean_usd,
+        "ci95_billed": [c.lo, c.hi] if c.n_reached > 1 else None,
+        "recommendation_rule": RANKING_RULE,
+        "racing_rule": RACE_RULE if any(s.trials[t].phase == "confirm" for t in s.trials) else None,
+        "study_usd_by_phase": dict(s.usd_by_phase),
+    }
+    vs = rec.vs_baseline
+    if rec.is_baseline:
+        out["vs_baseline"] = {"ratio": 1.0, "ci95": None, "note": "the recommended config is the baseline"}
+    elif vs is None or vs.ratio is None:
+        out["vs_baseline"] = None
+    else:
+        b = vs.baseline
+        out["vs_baseline"] = {
+            "ratio": vs.ratio,
+            "ci95": [vs.lo, vs.hi] if vs.lo is not None else None,
+            "baseline_mean": b.race_mean,
+            "baseline_ci95": [b.race_lo, b.race_hi] if len(b.counted_trials) > 1 else None,
+            "baseline_params": b.params,
+            "baseline_seeds": [seed(t) for t in b.trials],
+            "shared_seeds": list(vs.shared_seeds),
+            "rule": VS_BASELINE_RULE,
+        }
+    return out
 
 
 def _checkpoint_section(run_dir: Path, trial: int, row: dict) -> dict[str, Any] | None:

@@ -34,6 +34,8 @@ TRAINING_PHASES = ("sim", "policy", "learn")
 ONE_TIME_PHASES = ("startup", "compile")
 #: Trial states. 'running' rows are checkpoints; the others end a trial.
 END_STATES = ("reached", "capped", "pruned", "failed")
+#: Phases of a study, in order: the search, then the confirmation of its finalists on further seeds.
+STUDY_PHASES = ("search", "confirm")
 #: Peak device memory above this share of capacity labels a trial memory-bound.
 MEMORY_BOUND_SHARE = 0.9
 _BOTTLENECK = {
@@ -92,6 +94,11 @@ class Row:
     checkpoint: str = ""
     """The trial's checkpoint file as of this row, relative to the run folder ('' when none is kept): the one
     saved at its latest evaluation; on a 'reached' row, the checkpoint that reached the target."""
+    phase: str = "search"
+    """Which phase of the study the trial belongs to (:data:`STUDY_PHASES`): 'search' (the planner exploring) or
+    'confirm' (a finalist re-run on a further training seed); rows written before phases existed read as 'search'."""
+    baseline: bool = False
+    """The trial ran the study's baseline config (what the recommendation is compared with)."""
     wall_time: float = field(default_factory=time.time)
     """Unix time the row was written (s)."""
 
@@ -133,6 +140,10 @@ class TrialRows:
     seed: int
     price_usd_per_hour: float
     price_label: str
+    phase: str = "search"
+    """The study phase the trial belongs to (:data:`STUDY_PHASES`)."""
+    baseline: bool = False
+    """The trial runs the study's baseline config."""
 
     def row(self, state: str, progress: dict[str, Any], reason: str = "") -> Row:
         """A row of this trial in ``state``: ``progress`` holds its cumulative figures (keys of
@@ -148,6 +159,8 @@ class TrialRows:
             price_label=self.price_label,
             reason=reason,
             seed=self.seed,
+            phase=self.phase,
+            baseline=self.baseline,
             **figures,
         )
 

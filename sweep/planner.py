@@ -11,6 +11,13 @@ How trials are told to Optuna (so none is lost to the sampler):
   positive ``success_gap`` constraint (infeasible, ranked by how close it came);
 - pruned, and told without running (infeasible, a repeat): PRUNED with the constraint;
 - lost to infrastructure (worker or driver died): FAIL.
+
+With ``confirm.seeds`` > 1 the study has two phases (the ledger's ``phase``): the search above, which keeps
+``confirm.budget_share`` of the budget uncommitted, then the confirmation of :mod:`sweep.confirm`: the search's best
+configs and the baseline re-run on further training seeds, raced, neither pruned on cost nor capped below the
+per-trial cap. Confirmation trials are Optuna trials too (no sampled params: the sampler is not asked again), billed
+and counted in the budget like every other. Which phase a study is in is read from the ledger, so a resumed study
+continues where it stopped.
 """
 
 from __future__ import annotations
@@ -22,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sweep import checkpoints, space
+from sweep import checkpoints, confirm, space
 from sweep.config import RunConfig
-from sweep.contract import CONTINUE, PRUNE, STOP, TrialPool, config_key, trial_params
+from sweep.contract import CONTINUE, DRIVER_STOPPED, PRUNE, STOP, TrialPool, config_key, trial_params
 from sweep.evaluation import EVAL_SEED_BASE
 from sweep.ledger import LedgerWriter, TrialRows, end_label, last_rows, metrics, read_rows
 from sweep.prices import Price
@@ -47,6 +54,12 @@ class Running:
     rows: list[dict] = field(default_factory=list)
     started: float = field(default_factory=time.time)
     allowance: float = 0.0
+    config: dict[str, Any] = field(default_factory=dict)
+    """Its TrialConfig as dispatched (seed, phase, baseline: what a row the planner writes for it says)."""
+
+    @property
+    def phase(self) -> str:
+        return str(self.config.get("phase", "search"))
 
 
 class Planner:
@@ -87,6 +100,17 @@ class Planner:
         """Configs already run, so the planner does not pay twice for the same evidence."""
         self.feasible = space.feasible_count(cfg, control_dt_s, price.memory_gib)
         """How many configs of the space satisfy the constraints."""
+        self.baseline_params = (
+            trial_params(space.trial_config(space.baseline_params(cfg), cfg, profile, cfg.seeds.training, 1.0))
+            if cfg.confirm.enabled
+            else None
+        )
+        """The baseline config as the ledger names it (None without a confirmation phase)."""
+        self.confirming = False
+        """The study is in its confirmation phase (read from the ledger once orphans are closed)."""
+        self.confirm_done = ""
+        """Why the confirmation is over; empty while it goes on."""
+        self._finalists: list[confirm.Finalist] | None = None
 
     # -- the study ---------------------------------------------------------------------------
     def study(self) -> Any:
@@ -139,6 +163,18 @@ class Planner:
     def spent_usd(self) -> float:
         return sum(metrics(r)["usd"] for r in last_rows(self.rows).values())
 
+    def search_budget_usd(self) -> float:
+        """What the search may commit: the study budget less the share kept for confirmation."""
+        share = self.cfg.confirm.budget_share if self.cfg.confirm.enabled else 0.0
+        return self.cfg.budget.usd * (1.0 - share)
+
+    def finalists(self) -> list[confirm.Finalist]:
+        """The configs the confirmation runs (from the search's rows, which no longer change once it begins)."""
+        if self._finalists is None:
+            assert self.baseline_params is not None
+            self._finalists = confirm.finalists(self.rows, self.baseline_params, self.cfg.confirm.top)
+        return self._finalists
+
     def finished_usd(self) -> float:
         return sum(metrics(r)["usd"] for t, r in last_rows(self.rows).items() if t not in self.running)
 
@@ -162,6 +198,7 @@ class Planner:
     def run(self) -> Any:
         study = self.study()
         self._close_orphans(study)
+        self.confirming = any(r.get("phase") == "confirm" for r in self.rows)
         with LedgerWriter(self.ledger_path) as ledger:
             self.ledger = ledger
             try:
@@ -171,7 +208,7 @@ class Planner:
                     self._check_budget()
                     self.progress(self.status())
                     self._heartbeat()
-                    if not self.running and (self.stopping or self.closed or not self._may_start(study)):
+                    if not self.running and self._over(study):
                         break
                     if self.interrupted():
                         raise KeyboardInterrupt
@@ -190,13 +227,32 @@ class Planner:
             "budget_usd": self.cfg.budget.usd,
             "states": self.state_counts(),
             "best_usd": self.best_usd(),
-            "stopping": self.stopping or self.closed,
+            "stopping": self.stopping or self.confirm_done or ("" if self.confirming else self.closed),
+            "phase": "confirm" if self.confirming else "search",
         }
 
-    def _may_start(self, study: Any) -> bool:
-        if self.stopping or self.closed:
+    def _over(self, study: Any) -> bool:
+        """With nothing running: whether the study has ended (stopped, or both phases done); moves the study from
+        its search to its confirmation when the search is over."""
+        if self.stopping:
+            return True
+        if self.confirming:
+            return bool(self.confirm_done)
+        if not self.closed and self._may_start(study):
             return False
-        started = _started(study) - len(self.unrun)
+        if self.stopping or not self.cfg.confirm.enabled:
+            return True
+        if not self.finalists():
+            self.confirm_done = "no config reached the target in the search: nothing to confirm"
+            return True
+        self.confirming = True
+        return False
+
+    def _may_start(self, study: Any) -> bool:
+        """Whether the search may start another trial."""
+        if self.stopping or self.closed or self.confirming:
+            return False
+        started = _started(study) - len(self.unrun) - _confirmations(study)
         if started >= self.cfg.budget.max_trials:
             self.closed = f"trial limit ({self.cfg.budget.max_trials}) reached"
             return False
@@ -204,13 +260,18 @@ class Planner:
             self.closed = f"every feasible config tried ({self.feasible})"
             return False
         allowance = self.allowance()
-        if not can_start(self.cfg.budget.usd, self.finished_usd(), self.reserved_usd(), allowance):
-            if not self.running:
+        if not can_start(self.search_budget_usd(), self.finished_usd(), self.reserved_usd(), allowance):
+            if not self.running and self.cfg.confirm.enabled:
+                self.closed = "search budget spent (the rest is kept for the confirmation)"
+            elif not self.running:
                 self.stopping = "budget left cannot pay another trial"
             return False
         return True
 
     def _start_trials(self, study: Any) -> None:
+        if self.confirming:
+            self._start_confirmations(study)
+            return
         repeats = 0
         while self.pool.idle() > 0 and self._may_start(study):
             trial = study.ask()
@@ -229,23 +290,86 @@ class Planner:
                 race_cap_s=best * 3600.0 / self.price.usd_per_hour if self.cfg.prune and best is not None else None,
             )
             knobs = trial_params(trial_cfg)
+            trial_cfg.baseline = self.baseline_params is not None and config_key(knobs) == config_key(
+                self.baseline_params
+            )
             found = space.violations(params, self.cfg, self.control_dt_s, self.price.memory_gib)
             if any(v > 0 for v in found.values()):
-                self._tell_unrun(study, trial, knobs, space.infeasible_reason(found), found)
+                self._tell_unrun(study, trial, knobs, space.infeasible_reason(found), found, _plain(trial_cfg))
                 continue
             key = config_key(knobs)
             if key in self.tried and repeats < MAX_REPEATS:
                 # The sampler proposed a config already run while others remain untried: no new evidence.
                 repeats += 1
-                self._tell_unrun(study, trial, knobs, f"{DUPLICATE}: this config already ran", {"repeat": 1.0})
+                self._tell_unrun(
+                    study, trial, knobs, f"{DUPLICATE}: this config already ran", {"repeat": 1.0}, _plain(trial_cfg)
+                )
                 continue
             self.tried.add(key)
-            trial.set_user_attr("trial_config", _plain(trial_cfg))
-            trial.set_user_attr("knobs", knobs)  # the ledger's params, for a trial that dies before its first row
-            self.running[trial.number] = Running(trial.number, trial, knobs, allowance=allowance)
-            # An absolute folder: a worker's working directory need not be the driver's.
-            node = self.pool.submit(trial.number, trial_cfg, self.cfg.run_id, self.price, str(self.run_dir.resolve()))
-            trial.set_user_attr("node", node)
+            self._dispatch(trial, trial_cfg, allowance)
+
+    def _dispatch(self, trial: Any, trial_cfg: Any, allowance: float) -> None:
+        """Send a trial to the pool, its config kept in the study first (for a trial that dies before its first row)."""
+        knobs = trial_params(trial_cfg)
+        trial.set_user_attr("trial_config", _plain(trial_cfg))
+        trial.set_user_attr("knobs", knobs)  # the ledger's params, for a trial that dies before its first row
+        trial.set_user_attr("phase", trial_cfg.phase)
+        self.running[trial.number] = Running(trial.number, trial, knobs, allowance=allowance, config=_plain(trial_cfg))
+        # An absolute folder: a worker's working directory need not be the driver's.
+        node = self.pool.submit(trial.number, trial_cfg, self.cfg.run_id, self.price, str(self.run_dir.resolve()))
+        trial.set_user_attr("node", node)
+
+    def _start_confirmations(self, study: Any) -> None:
+        """Start the confirmation's next trials (:func:`sweep.confirm.plan`) while slots and budget allow: not pruned
+        on cost, capped at the per-trial cap only, the whole budget theirs."""
+        import optuna
+
+        c = self.cfg.confirm
+        while self.pool.idle() > 0 and not self.stopping and not self.confirm_done:
+            step = confirm.plan(self._dispatched(), self.finalists(), c.seeds, c.race_factor)
+            if step.done:
+                self.confirm_done = step.done
+                return
+            if not step.todo:
+                return  # the round's last trials are running
+            allowance = self.cfg.budget.trial_usd
+            if not can_start(self.cfg.budget.usd, self.finished_usd(), self.reserved_usd(), allowance):
+                if not self.running:
+                    self.stopping = "budget left cannot pay another confirmation trial"
+                return
+            number = len(study.get_trials(deepcopy=False))  # the number the new trial gets
+            seed = step.seed if step.seed is not None else self.cfg.seeds.training + number
+            if seed >= EVAL_SEED_BASE:  # never train on a held-out seed
+                self.confirm_done = "training seeds exhausted: the next round's seed would be a held-out seed"
+                return
+            # Not study.ask(): it would hand out a trial still waiting in the queue (a grid point, an initial entry).
+            trial = optuna.trial.Trial(study, study._storage.create_new_trial(study._study_id))
+            finalist = step.todo[0]
+            trial_cfg = space.trial_config(
+                finalist.params,
+                self.cfg,
+                self.profile,
+                seed,
+                self.cfg.budget.trial_usd * 3600.0 / self.price.usd_per_hour,
+                phase="confirm",
+                baseline=finalist.baseline,
+            )
+            self._dispatch(trial, trial_cfg, allowance)
+
+    def _dispatched(self) -> dict[int, dict]:
+        """Every dispatched trial's latest row; a running trial with no row yet as a 'running' row of its config."""
+        ends = dict(last_rows(self.rows))
+        for number, run in self.running.items():
+            if number not in ends:
+                ends[number] = {
+                    "trial": number,
+                    "state": "running",
+                    "params": run.params,
+                    "seed": run.config.get("seed"),
+                    "phase": run.phase,
+                    "billable_s": 0.0,
+                }
+        return ends
 
     def _collect(self, study: Any) -> None:
         for row in self.pool.drain_rows():
@@ -269,7 +393,7 @@ class Planner:
     def _decide(self, run: Running) -> tuple[str, str]:
         if self.stopping:
             return STOP, self.stopping
-        if not self.cfg.prune:
+        if not self.cfg.prune or run.phase == "confirm":  # a confirmation trial measures the cost to target
             return CONTINUE, ""
         return self.pruner.decide(run.rows, self.best_usd())
 
@@ -291,14 +415,22 @@ class Planner:
         last = run.rows[-1] if run.rows else None
         seen = time.time()
         billable = (last["billable_s"] + (seen - last["wall_time"])) if last else (seen - run.started)
-        self._write(self._end_row(run.number, run.params, state, reason, billable, last))
+        self._write(self._end_row(run.number, run.params, state, reason, billable, last, run.config))
         self._drop_checkpoint(run.number)
         run.optuna_trial.set_user_attr("state", state)
         run.optuna_trial.set_user_attr("reason", reason)
         study.tell(run.optuna_trial, state=optuna.trial.TrialState.FAIL)
         del self.running[run.number]
 
-    def _tell_unrun(self, study: Any, trial: Any, params: dict, reason: str, found: dict[str, float]) -> None:
+    def _tell_unrun(
+        self,
+        study: Any,
+        trial: Any,
+        params: dict,
+        reason: str,
+        found: dict[str, float],
+        trial_cfg: dict[str, Any] | None = None,
+    ) -> None:
         """A trial told PRUNED without running (infeasible or a repeat): a zero-cost ledger row, no spend."""
         import optuna
 
@@ -307,7 +439,7 @@ class Planner:
             trial.set_constraint(key, value)
         trial.set_user_attr("state", "pruned")
         trial.set_user_attr("reason", reason)
-        self._write(self._end_row(trial.number, params, "pruned", reason, 0.0))
+        self._write(self._end_row(trial.number, params, "pruned", reason, 0.0, None, trial_cfg))
         study.tell(trial, state=optuna.trial.TrialState.PRUNED)
 
     def _stop_running(self, study: Any, reason: str) -> None:
@@ -343,6 +475,7 @@ class Planner:
         )
         for frozen in orphans:
             last = ends.get(frozen.number)
+            dispatched = frozen.user_attrs.get("trial_config")
             if last is not None and last["state"] != "running":
                 rows = [r for r in self.rows if r["trial"] == frozen.number]
                 trial = optuna.trial.Trial(study, frozen._trial_id)
@@ -350,30 +483,52 @@ class Planner:
                 continue
             if last is not None:
                 # Billed to the run's last sign of life: the trial ran on at least until the driver last beat.
-                reason = "driver stopped while the trial ran; billed to the driver's last sign of life"
+                reason = f"{DRIVER_STOPPED} while the trial ran; billed to the driver's last sign of life"
                 billable = last["billable_s"] + max(0.0, alive - last["wall_time"])
-                end = self._end_row(frozen.number, last["params"], "failed", reason, billable, last)
+                end = self._end_row(frozen.number, last["params"], "failed", reason, billable, last, dispatched)
             else:
                 started = frozen.datetime_start.timestamp() if frozen.datetime_start else alive
                 billable = max(0.0, alive - started)
                 reason = (
-                    "driver stopped before the trial's first checkpoint; "
+                    f"{DRIVER_STOPPED} before the trial's first checkpoint; "
                     "billed from its start to the run's last sign of life"
                 )
                 end = self._end_row(
-                    frozen.number, frozen.user_attrs.get("knobs", frozen.params), "failed", reason, billable
+                    frozen.number,
+                    frozen.user_attrs.get("knobs", frozen.params),
+                    "failed",
+                    reason,
+                    billable,
+                    None,
+                    dispatched,
                 )
             self._append_now(end)
             self._drop_checkpoint(frozen.number)
             study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
 
     def _end_row(
-        self, number: int, params: dict, state: str, reason: str, billable_s: float, last: dict | None = None
+        self,
+        number: int,
+        params: dict,
+        state: str,
+        reason: str,
+        billable_s: float,
+        last: dict | None = None,
+        dispatched: dict[str, Any] | None = None,
     ) -> dict:
         """The end row of a trial the planner closes itself: the progress of its ``last`` row (if any),
-        billed ``billable_s`` seconds, the time no phase claimed counted as 'other'."""
+        billed ``billable_s`` seconds, the time no phase claimed counted as 'other'; its seed, phase and baseline
+        mark from the TrialConfig it was ``dispatched`` with (a search trial's seed by the counter if unknown)."""
+        d = dispatched or {}
         rows = TrialRows(
-            self.cfg.run_id, number, params, number + self.cfg.seeds.training, self.price.usd_per_hour, self.price.label
+            self.cfg.run_id,
+            number,
+            params,
+            int(d.get("seed", number + self.cfg.seeds.training)),
+            self.price.usd_per_hour,
+            self.price.label,
+            str(d.get("phase", "search")),
+            bool(d.get("baseline", False)),
         )
         row = rows.row(state, {**(last or {}), "billable_s": billable_s, "checkpoint": self._kept(last)}, reason)
         unclaimed = billable_s - (last["billable_s"] if last else 0.0)
@@ -435,6 +590,11 @@ def _started(study: Any) -> int:
     import optuna
 
     return sum(t.state != optuna.trial.TrialState.WAITING for t in study.get_trials(deepcopy=False))
+
+
+def _confirmations(study: Any) -> int:
+    """Trials of the confirmation phase (they do not count towards ``budget.max_trials``)."""
+    return sum(t.user_attrs.get("phase") == "confirm" for t in study.get_trials(deepcopy=False))
 
 
 def _plain(cfg: Any) -> dict[str, Any]:

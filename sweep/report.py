@@ -32,7 +32,9 @@ from sweep.summary import (
     closest_line,
     config_stats,
     describe_params,
+    phase_text,
     reached_text,
+    recommendation_line,
     states_text,
     summarize,
 )
@@ -46,10 +48,12 @@ def trials_table(rows: list[dict]) -> Any:
     for trial, r in sorted(last_rows(rows).items()):
         m = metrics(r)
         rec: dict[str, Any] = {"trial": trial, "state": end_label(r), "reason": r.get("reason", "")}
+        rec["phase"] = r.get("phase", "search") + (" (baseline)" if r.get("baseline") else "")
         rec.update({k: r["params"].get(k) for k in KNOB_COLUMNS})
         rec["flags"] = changed_flags(r["params"])
         rec.update(
             {
+                "seed": r.get("seed"),
                 "env_steps": r["env_steps"],
                 "throughput_sps": m["throughput_sps"],
                 "training_s": m["training_s"],
@@ -204,6 +208,8 @@ def _card_html(s: Summary) -> str:
         knobs = describe_params(rec.params)
         lines += [
             f"<p><b>Recommended (trial {rec.trial}):</b> {html.escape(knobs)}</p>",
+            f"<p>{html.escape(recommendation_line(s))} (rule: the lowest mean over seeds on equal terms; "
+            "<code>recommended.yaml</code> lists each seed, the interval and the baseline comparison)</p>",
             "<ul>",
             f"<li>USD to target: <b>${rec.usd_to_target:.4f}</b> (on equal terms, without its "
             f"{rec.one_time_s:.1f} s of one-time start-up and compilation: ${rec.race_usd_to_target:.4f}, the "
@@ -220,9 +226,10 @@ def _card_html(s: Summary) -> str:
         ]
     else:
         lines.append(f"<p><b>No trial reached the target</b>; {html.escape(closest_line(s))}.</p>")
+    phases = phase_text(s)
     lines.append(
         f"<p>Study spend <b>${s.total_usd:.4f}</b>, of which {100 * s.pruned_failed_share:.1f}% on pruned "
-        f"and failed trials. Trials: {states_text(s)}.</p>"
+        f"and failed trials{' (' + phases + ')' if phases else ''}. Trials: {states_text(s)}.</p>"
     )
     return "\n".join(lines)
 
@@ -244,6 +251,8 @@ def _table_html(trials: Any) -> str:
     cols = [
         "trial",
         "state",
+        "phase",
+        "seed",
         *KNOB_COLUMNS,
         "flags",
         "env_steps",

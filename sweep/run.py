@@ -144,6 +144,7 @@ class Progress:
         best = f"${status['best_usd']:.4f}" if status["best_usd"] is not None else "none yet"
         line = (
             f"spent ${status['spent_usd']:.4f} / ${status['budget_usd']:g} | {states} | best USD-to-target {best}"
+            + (" | confirming the finalists on more seeds" if status.get("phase") == "confirm" else "")
             + (f" | stopping: {status['stopping']}" if status["stopping"] else "")
         )
         if line == self.last:

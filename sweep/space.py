@@ -39,10 +39,34 @@ def grid_points(cfg: RunConfig, seed: int) -> list[dict[str, Any]]:
     return points
 
 
+def baseline_params(cfg: RunConfig) -> dict[str, Any]:
+    """The baseline of ``confirm.baseline`` as a full suggestion (``flags.<name>`` for flags): what it leaves out
+    takes the space's value where the space fixes one, else (flags) the catalog default, rsl-rl's behaviour."""
+    from sweep import perf
+
+    base = cfg.confirm.baseline
+    out: dict[str, Any] = {}
+    for key in BASE_KNOBS:
+        value = getattr(base, key)
+        out[key] = int(value if value is not None else getattr(cfg.knobs, key)[0])
+    fixed = {name: values[0] for name, values in cfg.knobs.flags.items() if len(values) == 1}
+    flags = perf.resolve({**fixed, **dict(base.flags)}, key="confirm.baseline.flags")
+    out.update({f"flags.{name}": value for name, value in flags.items()})
+    return out
+
+
 def trial_config(
-    params: dict[str, Any], cfg: RunConfig, profile: str, seed: int, cap_s: float, race_cap_s: float | None = None
+    params: dict[str, Any],
+    cfg: RunConfig,
+    profile: str,
+    seed: int,
+    cap_s: float,
+    race_cap_s: float | None = None,
+    phase: str = "search",
+    baseline: bool = False,
 ) -> TrialConfig:
-    """The TrialConfig a worker runs for these params (``cap_s``, ``race_cap_s``: see :class:`TrialConfig`)."""
+    """The TrialConfig a worker runs for these params (``cap_s``, ``race_cap_s``, ``phase``, ``baseline``: see
+    :class:`TrialConfig`)."""
     flags = {k.split(".", 1)[1]: v for k, v in params.items() if k.startswith("flags.")}
     return TrialConfig(
         backend=cfg.backend,
@@ -60,6 +84,8 @@ def trial_config(
         flags=flags,
         backend_options=dict(cfg.backend_options),
         checkpoints=cfg.checkpoints,
+        phase=phase,
+        baseline=baseline,
     )
 
 

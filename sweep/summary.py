@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sweep.contract import stopped_by_cap
 from sweep.ledger import END_STATES, end_label, last_rows, metrics, read_rows, summary_figures
 
 
@@ -55,6 +56,12 @@ class TrialFigures:
     device: str
     checkpoint: str | None
     """The checkpoint file relative to the run folder, None when none is kept."""
+    phase: str = "search"
+    """The study phase the trial belongs to: 'search' or 'confirm'."""
+    baseline: bool = False
+    """The trial ran the study's baseline config."""
+    race_usd: float = 0.0
+    """USD so far on equal terms (without start-up and compilation)."""
 
     @classmethod
     def of(cls, row: dict) -> TrialFigures:
@@ -85,6 +92,9 @@ class TrialFigures:
             price_usd_per_hour=float(row["price_usd_per_hour"]),
             device=row.get("device", ""),
             checkpoint=row.get("checkpoint") or None,
+            phase=row.get("phase", "search"),
+            baseline=bool(row.get("baseline", False)),
+            race_usd=m["race_usd"],
         )
 
 
@@ -121,7 +131,12 @@ class Summary:
     trials: dict[int, TrialFigures]
     """Every trial's figures, by trial number."""
     recommended: TrialFigures | None
-    """The cheapest trial to the target, None when none reached."""
+    """The trial behind the recommendation (its checkpoint): the recommended config's cheapest seed to the target on
+    equal terms; None when none reached."""
+    recommendation: Recommendation | None
+    """The recommended config over its seeds, with the baseline comparison; None when none reached."""
+    usd_by_phase: dict[str, float]
+    """Study spend by phase ('search', 'confirm'), every trial included."""
     closest: Closest | None
     """When none reached: the trial that came closest (None when none was evaluated either)."""
     n_rows: int
@@ -136,7 +151,10 @@ def summarize(rows: list[dict]) -> Summary:
     """The one summary of a ledger (all figures derived from its rows)."""
     figures = summary_figures(rows)
     trials = {t: TrialFigures.of(r) for t, r in last_rows(rows).items()}
-    best = figures["best_trial"]
+    rec = recommend(config_stats(rows), trials)
+    by_phase: dict[str, float] = {}
+    for t in trials.values():
+        by_phase[t.phase] = by_phase.get(t.phase, 0.0) + t.usd
     return Summary(
         total_usd=figures["total_usd"],
         usd_by_state=figures["usd_by_state"],
@@ -145,8 +163,10 @@ def summarize(rows: list[dict]) -> Summary:
         pareto=figures["pareto"],
         usd_per_reached=figures["usd_per_reaching_trial"],
         trials=trials,
-        recommended=trials[best] if best is not None else None,
-        closest=closest_trial(rows) if best is None else None,
+        recommended=rec.trial if rec is not None else None,
+        recommendation=rec,
+        usd_by_phase=by_phase,
+        closest=closest_trial(rows) if rec is None else None,
         n_rows=len(rows),
     )
 
@@ -219,14 +239,16 @@ def states_text(s: Summary) -> str:
 
 def run_text(s: Summary) -> str:
     """The end-of-run summary printed by sweep.run."""
+    phases = phase_text(s)
     lines = [
         f"trials: {states_text(s) or 'none'}; study spend ${s.total_usd:.4f} "
-        f"({100 * s.pruned_failed_share:.1f}% on pruned and failed trials)"
+        f"({100 * s.pruned_failed_share:.1f}% on pruned and failed trials{'; ' + phases if phases else ''})"
     ]
     rec = s.recommended
     if rec:
         lines += [
-            f"best: trial {rec.trial} ({describe_params(rec.params)})",
+            recommendation_line(s),
+            f"best seed: trial {rec.trial} ({describe_params(rec.params)})",
             f"  USD to target ${rec.usd_to_target:.4f} (${rec.race_usd_to_target:.4f} on equal terms: without its "
             f"{rec.one_time_s:.1f} s of start-up and compilation), wall to target {rec.wall_to_target_s:.1f} s, "
             f"held-out success {rec.success:.3f} ({ci_text(rec.success_lo, rec.success_hi)}), "
@@ -303,10 +325,27 @@ def t975(df: int) -> float:
     )
 
 
+#: How the recommendation is chosen (written into recommended.yaml and the README).
+RANKING_RULE = (
+    "the config with the lowest mean USD to target on equal terms (billable seconds less one-time start-up and "
+    "compilation, x price) over its seeds; a seed that stopped on cost before the target (pruned, or at its cap) "
+    "counts at what it had spent, a lower bound, and a config with such a seed ranks after every config whose seeds "
+    "all reached; failed trials and trials stopped by the study's end are no seeds of the mean"
+)
+#: How the recommendation is compared with the baseline.
+VS_BASELINE_RULE = (
+    "ratio of the mean USD to target on equal terms, recommended / baseline (one-time start-up and compilation left "
+    "out of both); 95% interval by the delta method on the log of each mean with Welch-Satterthwaite degrees of "
+    "freedom, each config's seeds taken as independent samples (confirmation gives both the same seeds, their search "
+    "seeds differ); no interval with fewer than 2 seeds on either side"
+)
+
+
 @dataclass(frozen=True)
 class ConfigStat:
     """One config (``contract.config_key``) over the trials that ran it, each with its own seed: the mean USD to
-    target of the seeds that reached it, with a 95% Student t interval over those seeds."""
+    target of the seeds that reached it (billed), with a 95% Student t interval over those seeds, and the same on
+    equal terms over every seed that counts (:data:`RANKING_RULE`), which ranks configs."""
 
     key: tuple
     params: dict[str, Any]
@@ -323,6 +362,18 @@ class ConfigStat:
     lo: float | None
     """Lower end of the 95% t interval of that mean (equal to the mean with one reached seed)."""
     hi: float | None
+    counted_trials: tuple[int, ...] = ()
+    """Trials whose cost is a seed of the ranking mean: the reached ones and the censored ones (stopped on cost)."""
+    race_usd: tuple[float, ...] = ()
+    """USD on equal terms of each counted trial (to the target, or until it stopped), in that order."""
+    censored_trials: tuple[int, ...] = ()
+    """Counted trials that stopped on cost before the target: their cost to target is more than they spent."""
+    race_mean: float | None = None
+    """Mean USD on equal terms over the counted seeds (a lower bound when one is censored); None when none counts."""
+    race_lo: float | None = None
+    race_hi: float | None = None
+    baseline: bool = False
+    """The config is the study's baseline (a trial of it says so)."""
 
     @property
     def n_seeds(self) -> int:
@@ -333,23 +384,35 @@ class ConfigStat:
         return len(self.reached_trials)
 
     @property
+    def censored(self) -> bool:
+        return bool(self.censored_trials)
+
+    @property
     def reached_seeds(self) -> tuple[int, ...]:
         return tuple(seed for t, seed in zip(self.trials, self.seeds, strict=True) if t in self.reached_trials)
 
 
+def rank_key(c: ConfigStat) -> tuple:
+    """How configs rank (:data:`RANKING_RULE`): those with a counted seed first, uncensored before censored, then by
+    mean USD to target on equal terms, then by first trial."""
+    return (c.race_mean is None, c.censored, c.race_mean or 0.0, c.trials[0])
+
+
 def config_stats(rows: list[dict]) -> list[ConfigStat]:
-    """Every config that ran, with its seeds and the mean USD to target of those that reached (cheapest first;
-    configs with no reached seed last, by first trial)."""
+    """Every config that ran, with its seeds and mean costs, best first (:func:`rank_key`)."""
     groups: dict[tuple, list[dict]] = {}
     ends = last_rows(rows)
     for r in (ends[t] for t in sorted(ends)):
         if r["state"] in END_STATES and end_label(r) != "not run":
-            groups.setdefault(_config_key(r["params"]), []).append(r)
+            groups.setdefault(config_identity(r["params"]), []).append(r)
     stats = []
     for key, members in groups.items():
         reached = [r for r in members if r["state"] == "reached"]
+        counted = [r for r in members if r["state"] == "reached" or stopped_by_cap(r)]
         usd = tuple(float(metrics(r)["usd_to_target"]) for r in reached)
+        race = tuple(float(metrics(r)["race_usd"]) for r in counted)
         mean, lo, hi = _t_interval(usd)
+        race_mean, race_lo, race_hi = _t_interval(race)
         stats.append(
             ConfigStat(
                 key=key,
@@ -361,9 +424,109 @@ def config_stats(rows: list[dict]) -> list[ConfigStat]:
                 mean_usd=mean,
                 lo=lo,
                 hi=hi,
+                counted_trials=tuple(int(r["trial"]) for r in counted),
+                race_usd=race,
+                censored_trials=tuple(int(r["trial"]) for r in counted if r["state"] != "reached"),
+                race_mean=race_mean,
+                race_lo=race_lo,
+                race_hi=race_hi,
+                baseline=any(r.get("baseline") for r in members),
             )
         )
-    return sorted(stats, key=lambda c: (c.mean_usd is None, c.mean_usd or 0.0, c.trials[0]))
+    return sorted(stats, key=rank_key)
+
+
+@dataclass(frozen=True)
+class VsBaseline:
+    """The recommended config against the baseline (:data:`VS_BASELINE_RULE`)."""
+
+    ratio: float | None
+    """Mean USD to target on equal terms, recommended / baseline (None when the baseline has no counted seed)."""
+    lo: float | None
+    """95% interval of the ratio (None with fewer than 2 seeds on either side)."""
+    hi: float | None
+    baseline: ConfigStat
+    shared_seeds: tuple[int, ...]
+    """Training seeds both configs ran."""
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The recommended config over its seeds (:data:`RANKING_RULE`) and how it compares with the baseline."""
+
+    config: ConfigStat
+    trial: TrialFigures
+    """Its cheapest seed to the target on equal terms: the trial whose checkpoint is the deliverable."""
+    vs_baseline: VsBaseline | None
+    """None when no trial ran the baseline."""
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.config.baseline
+
+
+def recommend(stats: list[ConfigStat], trials: dict[int, TrialFigures]) -> Recommendation | None:
+    """The best config (``stats`` ranked by :func:`rank_key`) that reached the target at least once, or None."""
+    best = next((c for c in stats if c.n_reached > 0 and c.race_mean is not None), None)
+    if best is None:
+        return None
+    trial = min((trials[t] for t in best.reached_trials), key=lambda t: (t.race_usd_to_target or 0.0, t.trial))
+    base = next((c for c in stats if c.baseline), None)
+    vs = None
+    if base is not None:
+        ratio, lo, hi = ratio_interval(best.race_usd, base.race_usd)
+        vs = VsBaseline(ratio, lo, hi, base, tuple(sorted(set(best.seeds) & set(base.seeds))))
+    return Recommendation(best, trial, vs)
+
+
+def ratio_interval(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float | None, float | None, float | None]:
+    """(ratio, lo, hi): mean(a) / mean(b) with its 95% interval by the delta method on log means (Welch-Satterthwaite
+    degrees of freedom, samples independent); no interval with fewer than 2 values on either side."""
+    if not a or not b:
+        return None, None, None
+    ma, mb = sum(a) / len(a), sum(b) / len(b)
+    if ma <= 0 or mb <= 0:
+        return (ma / mb if mb > 0 else None), None, None
+    ratio = ma / mb
+    if len(a) < 2 or len(b) < 2:
+        return ratio, None, None
+    va = sum((x - ma) ** 2 for x in a) / (len(a) - 1) / (len(a) * ma**2)  # var of log(mean a), to first order
+    vb = sum((x - mb) ** 2 for x in b) / (len(b) - 1) / (len(b) * mb**2)
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return ratio, ratio, ratio
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    half = t975(max(1, math.floor(df))) * se
+    return ratio, ratio * math.exp(-half), ratio * math.exp(half)
+
+
+def recommendation_line(s: Summary) -> str:
+    """The recommendation in one line: config, mean cost over its seeds with the interval, the baseline ratio."""
+    rec = s.recommendation
+    if rec is None:
+        return "no config reached the target"
+    c = rec.config
+    n = len(c.counted_trials)
+    bound = ">= " if c.censored else ""
+    spread = f"95% CI {c.race_lo:.4f}-{c.race_hi:.4f}" if n > 1 else "one seed: no interval"
+    text = (
+        f"recommended {describe_params(c.params)}: mean {bound}${c.race_mean:.4f} to target on equal terms "
+        f"({spread}) over {n} seed{'s' if n != 1 else ''}"
+    )
+    vs = rec.vs_baseline
+    if rec.is_baseline:
+        return text + "; it is the baseline"
+    if vs is None or vs.ratio is None:
+        return text + "; the baseline was not run"
+    ci = f"95% CI {vs.lo:.2f}-{vs.hi:.2f}" if vs.lo is not None else "no interval: fewer than 2 seeds"
+    return text + f"; {vs.ratio:.2f}x the baseline ({ci}; baseline mean ${vs.baseline.race_mean:.4f})"
+
+
+def phase_text(s: Summary) -> str:
+    """'search $a, confirmation $b' ('' when the study had no confirmation)."""
+    if not s.usd_by_phase.get("confirm"):
+        return ""
+    return f"search ${s.usd_by_phase.get('search', 0.0):.4f}, confirmation ${s.usd_by_phase['confirm']:.4f}"
 
 
 def _t_interval(values: tuple[float, ...]) -> tuple[float | None, float | None, float | None]:
@@ -379,9 +542,10 @@ def _t_interval(values: tuple[float, ...]) -> tuple[float | None, float | None, 
     return mean, mean - half, mean + half
 
 
-def _config_key(params: dict[str, Any]) -> tuple:
-    """``contract.config_key``; a ledger that names a flag this catalog no longer has (or lacks a knob) keeps its
-    params as recorded for an identity, so an older ledger still gets its report."""
+def config_identity(params: dict[str, Any]) -> tuple:
+    """The identity a config's statistics are kept under: ``contract.config_key``; a ledger that names a flag this
+    catalog no longer has (or lacks a knob) keeps its params as recorded for an identity, so an older ledger still
+    gets its report."""
     from sweep.contract import config_key
     from sweep.errors import ConfigError
 

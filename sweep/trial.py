@@ -114,7 +114,9 @@ def run_trial(
 ) -> Row:
     """Run one trial to its end, sending a ledger row to ``sink`` per checkpoint and one at the end."""
     clock = PhaseClock()
-    rows = TrialRows(run_id, trial, trial_params(cfg), cfg.seed, price_usd_per_hour, price_label)
+    rows = TrialRows(
+        run_id, trial, trial_params(cfg), cfg.seed, price_usd_per_hour, price_label, cfg.phase, cfg.baseline
+    )
     log = TrialLog(cfg, rows, clock, sink, out_dir)
     with ExitStack() as stack:
         stack.callback(log.close)

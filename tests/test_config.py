@@ -94,3 +94,29 @@ def test_the_file_its_machine_block_and_the_command_line_merge_in_that_order_int
 def test_a_bad_key_or_type_names_where_it_came_from_and_the_key(data: dict, overrides: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         config.compose(data, overrides, "f.yaml", has_gpu=False)
+
+
+def test_the_shipped_gpu_spaces_confirm_against_their_first_initial_entry_stock_rsl_rl() -> None:
+    from sweep import perf, space
+    from sweep.contract import config_key
+
+    for name in ("locomotion", "anymal_d_flat"):
+        cfg = config.validate(config.load(name, {}, has_gpu=True))
+        assert cfg.confirm.seeds == 3 and cfg.confirm.top == 2
+        base = space.baseline_params(cfg)
+        assert (base["num_envs"], base["num_steps_per_env"]) == (4096, 24)
+        fixed = {k: v[0] for k, v in space.choices(cfg).items() if len(v) == 1}
+        assert config_key(base) == config_key({**base, **fixed, **cfg.initial[0]})  # its search trial is a seed
+        changed = {k for k, v in base.items() if k.startswith("flags.") and v != perf.CATALOG[k[6:]].default}
+        assert changed <= {"flags.compile_cache"}  # stock rsl-rl; the simulator's compile cache as the space fixes it
+
+
+def test_a_confirmation_baseline_must_name_a_knob_the_space_leaves_open(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"confirm.baseline.num_envs: the space has several choices"):
+        config.validate(config.load("locomotion", {"confirm.baseline.num_envs": None}, has_gpu=True))
+    with pytest.raises(
+        ConfigError, match=r"command line: confirm.baseline.flags: unknown flag\(s\) \[.fused_optimizr.\]"
+    ):
+        run.prepare(["space=locomotion", "confirm.baseline.flags.fused_optimizr=true", f"out={tmp_path}"])
+    with pytest.raises(ConfigError, match=r"confirm.budget_share: must be in \[0, 1\)"):
+        config.validate(config.load("locomotion", {"confirm.budget_share": 1.0}, has_gpu=True))

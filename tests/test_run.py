@@ -160,3 +160,30 @@ def test_bad_spaces_are_rejected_before_any_trial(over: dict, key: str, tmp_path
     line = proc.stderr.strip().splitlines()[-1]
     assert line.startswith("error:") and str(path) in line and key in line, line
     assert not any((tmp_path / "reports").glob("*/ledger.jsonl"))
+
+
+def test_a_run_with_a_confirmation_ends_with_the_baseline_comparison(tmp_path: Path) -> None:
+    confirm = {"seeds": 2, "top": 1, "baseline": {"num_envs": 64, "num_steps_per_env": 16}}
+    path = space_file(tmp_path, confirm=confirm)
+    proc = run(f"space={path}", "run_id=c1", "budget.max_trials=3", f"out={tmp_path / 'reports'}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run_dir = tmp_path / "reports" / "c1"
+    ends = last_rows(read_rows(run_dir / "ledger.jsonl"))
+    confirmed = [r for r in ends.values() if r["phase"] == "confirm"]
+    assert confirmed and all(r["state"] == "reached" for r in confirmed)
+    assert {r["baseline"] for r in confirmed} == {True, False}
+    doc = yaml.safe_load((run_dir / "recommended.yaml").read_text())
+    evidence = doc["evidence"]
+    assert (doc["knobs"]["num_envs"], doc["knobs"]["num_steps_per_env"]) == (64, 8)
+    assert len(evidence["seeds"]) == 2 and all(s["reached"] for s in evidence["seeds"])
+    assert evidence["mean_usd_to_target_equal_terms"] == pytest.approx(
+        sum(s["usd_to_target_equal_terms"] for s in evidence["seeds"]) / 2
+    )
+    vs = evidence["vs_baseline"]
+    assert vs["ratio"] == pytest.approx(evidence["mean_usd_to_target_equal_terms"] / vs["baseline_mean"])
+    assert vs["ratio"] < 1 and len(vs["ci95"]) == 2 and "delta method" in vs["rule"]
+    spend = evidence["study_usd_by_phase"]
+    assert spend["confirm"] == pytest.approx(sum(metrics(r)["usd"] for r in confirmed))
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("recommended 64 envs x 8 steps"))
+    assert f"{vs['ratio']:.2f}x the baseline" in line and "over 2 seeds" in line
+    assert "confirmation $" in proc.stdout

@@ -56,6 +56,13 @@ class ReplayBackend(Backend):
         return 0.02
 
 
+def pick_record(matches: list[dict], seed: int) -> dict:
+    """The recording a trial with training ``seed`` replays among a config's repeats: the one recorded with that
+    seed if there is one, else repeat ``seed % len(matches)`` (a table holds a few seeds; a study may ask for more)."""
+    exact = [t for t in matches if t.get("seed") == seed]
+    return exact[0] if exact else matches[seed % len(matches)]
+
+
 def replay_trial(
     cfg: TrialConfig,
     sink: Sink,
@@ -66,15 +73,15 @@ def replay_trial(
     price_label: str = "",
     out_dir: str | Path | None = None,
 ) -> Row:
-    """The trial runner for recorded trials: emit the rows of the matching config (the seed picks among repeats),
-    ending as a real trial would (:func:`sweep.contract.end_state`, the per-trial cap)."""
+    """The trial runner for recorded trials: emit the rows of the matching config, ending as a real trial would
+    (:func:`sweep.contract.end_state`, the per-trial cap). The seed picks among repeats (:func:`pick_record`)."""
     options = dict(cfg.backend_options)
     if "table" not in options:
         raise ConfigError("backend_options.table: give the recorded table (a JSON file) to replay")
     table = load_table(str(options["table"]))
     time_scale = float(options.get("time_scale", 0.0))
     params = trial_params(cfg)
-    rows = TrialRows(run_id, trial, params, cfg.seed, price_usd_per_hour, price_label)
+    rows = TrialRows(run_id, trial, params, cfg.seed, price_usd_per_hour, price_label, cfg.phase, cfg.baseline)
     served = {"device": table.get("device", "recorded"), "checkpoint": ""}  # a replayed trial saves no model
 
     def end(rec: dict, state: str, reason: str) -> Row:
@@ -85,7 +92,7 @@ def replay_trial(
     matches = [t for t in table["trials"] if config_key(t["params"]) == config_key(params)]
     if not matches:
         return end({}, "failed", f"no recorded trial for {TrialParams.of(params)}")
-    record = matches[cfg.seed % len(matches)]
+    record = pick_record(matches, cfg.seed)
     previous_s = 0.0
     for rec in record["curve"]:
         if time_scale > 0:

@@ -1,0 +1,176 @@
+"""The confirmation phase on replayed tables with known per-seed costs (in-process pool): racing, billing, the
+recommendation over seeds, training seeds, resume."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+
+from sweep import config, confirm, summary
+from sweep.errors import ConfigError
+from sweep.evaluation import EVAL_SEED_BASE
+from sweep.ledger import last_rows, metrics, read_rows
+from tests.replay_table import write_seeded_table
+from tests.test_planner import planner
+
+A, B, C, D = (64, 8), (64, 16), (128, 8), (128, 16)
+"""D is the baseline. With 4 search trials (seeds 1-4, in the order A B C D) and 3 finalists, confirmation round 1
+trains with seed 5 (1 + its first trial, 4) and round 2 with seed 8 (1 + 7)."""
+
+#: A's search seed is lucky (10), its other seeds cost 40: mean 30. B costs 19-21 on every seed: mean 20.
+LUCKY = {A: {1: 10, 5: 40, 8: 40}, B: {2: 19, 5: 20, 8: 21}, C: {3: 30, 5: 30, 8: 30}, D: {4: 28, 5: 30, 8: 32}}
+
+
+def make_cfg(tmp_path: Path, costs: dict, compile_s: float = 0.0, **over) -> config.RunConfig:
+    data = {
+        "backend": "replay",
+        "profile": "recorded",
+        "backend_options": {"table": str(write_seeded_table(tmp_path / "table.json", costs, compile_s))},
+        "knobs": {"num_envs": [64, 128], "num_steps_per_env": [8, 16], "num_mini_batches": [4]},
+        "target": {"success": 0.9, "eval_episodes": 16, "eval_every_steps": 80},
+        "budget": {"usd": 1000.0, "trial_usd": 100.0, "max_trials": 4},
+        "price": {"gpu": "custom", "usd_per_hour": 3600.0},  # $1 per billable second
+        "sampler": "random",
+        "prune": False,
+        "run_id": "t",
+        "initial": [{"num_envs": e, "num_steps_per_env": h} for e, h in (A, B, C, D)],
+        "confirm": {"seeds": 3, "top": 2, "baseline": {"num_envs": D[0], "num_steps_per_env": D[1]}},
+    }
+    return config.validate(config.compose(data, over, "test", has_gpu=False))
+
+
+def by_config(rows: list[dict]) -> dict[tuple[int, int], list[dict]]:
+    """Each config's end rows that ran, by (num_envs, num_steps_per_env), in trial order."""
+    out: dict[tuple[int, int], list[dict]] = {}
+    for _, r in sorted(last_rows(rows).items()):
+        if r["billable_s"] > 0:
+            out.setdefault((r["params"]["num_envs"], r["params"]["num_steps_per_env"]), []).append(r)
+    return out
+
+
+def test_a_lucky_single_seed_loses_to_a_config_better_on_average(tmp_path: Path) -> None:
+    searched = planner(make_cfg(tmp_path, LUCKY, **{"confirm.seeds": 1}), tmp_path / "search")
+    searched.run()
+    alone = summary.summarize(searched.rows).recommendation
+    assert alone is not None and alone.config.params["num_steps_per_env"] == 8  # one seed each: A's luck wins
+    p = planner(make_cfg(tmp_path, LUCKY), tmp_path / "run")
+    p.run()
+    runs = by_config(p.rows)
+    assert [r["seed"] for r in runs[A]] == [1, 5, 8] and [metrics(r)["usd"] for r in runs[A]] == [10, 40, 40]
+    rec = summary.summarize(p.rows).recommendation
+    assert rec is not None and (rec.config.params["num_envs"], rec.config.params["num_steps_per_env"]) == B
+    assert rec.config.race_mean == pytest.approx(20.0) and rec.config.race_usd == (19.0, 20.0, 21.0)
+    half = 4.302653 * 1.0 / 3**0.5  # t(0.975, 2 df) x sd 1 / sqrt(3)
+    assert (rec.config.race_lo, rec.config.race_hi) == (pytest.approx(20 - half), pytest.approx(20 + half))
+    vs = rec.vs_baseline
+    assert vs is not None and vs.ratio == pytest.approx(20.0 / 30.0) and vs.lo < vs.ratio < vs.hi
+    assert vs.shared_seeds == (5, 8)  # confirmation gave both the same seeds; their search seeds differ
+
+
+def test_racing_stops_a_clearly_worse_candidate_after_two_seeds(tmp_path: Path) -> None:
+    # B's search seed (12) puts it second; its next seed costs 60: mean 36 > 1.5 x A's 10.5
+    costs = {A: {1: 10, 5: 11, 8: 12}, B: {2: 12, 5: 60, 8: 12}, C: {3: 30}, D: {4: 28, 5: 30, 8: 32}}
+    p = planner(make_cfg(tmp_path, costs), tmp_path / "run")
+    p.run()
+    runs = by_config(p.rows)
+    assert [len(runs[k]) for k in (A, B, C, D)] == [3, 2, 1, 3]  # B stopped; the leader and the baseline go on
+    assert [r["seed"] for r in runs[B]] == [2, 5] and [r["seed"] for r in runs[D]] == [4, 5, 8]
+    stats = {c.key: c for c in summary.config_stats(p.rows)}
+    out = confirm.out_of_race(stats, p.finalists(), 1.5)
+    assert list(out.values()) == ["mean $36.0000 > 1.5 x the leader's $11.0000"]
+    assert p.confirm_done.startswith("confirmation complete")
+
+
+def test_without_racing_pressure_every_finalist_gets_its_seeds(tmp_path: Path) -> None:
+    costs = {A: {1: 10, 5: 11, 8: 12}, B: {2: 12, 5: 13, 8: 12}, C: {3: 30}, D: {4: 28, 5: 30, 8: 32}}
+    p = planner(make_cfg(tmp_path, costs), tmp_path / "run")
+    p.run()
+    assert [len(by_config(p.rows)[k]) for k in (A, B, C, D)] == [3, 3, 1, 3]  # the racing test's control
+
+
+def test_confirmation_is_billed_in_the_budget_and_shown_apart(tmp_path: Path) -> None:
+    # Half of $240 kept for confirmation, trials reserved at the $60 cap + 10%: the search stops after A, B, C
+    # ($62 spent: a 4th trial's $66 would commit more than $120); D, the baseline, then runs in the confirmation only.
+    # D's trial number was taken by its waiting initial entry: the rounds train with seeds 5, 8 (and 10).
+    costs = {A: {1: 10, 5: 11, 8: 12}, B: {2: 12, 5: 14, 8: 12}, C: {3: 40}, D: {5: 40, 8: 40, 10: 40}}
+    over = {"budget.usd": 240.0, "budget.trial_usd": 60.0, "confirm.budget_share": 0.5}
+    p = planner(make_cfg(tmp_path, costs, **over), tmp_path / "run")
+    p.run()
+    rows = read_rows(tmp_path / "run" / "ledger.jsonl")
+    ends = last_rows(rows)
+    search = sum(metrics(r)["usd"] for r in ends.values() if r["phase"] == "search")
+    confirmed = sum(metrics(r)["usd"] for r in ends.values() if r["phase"] == "confirm")
+    assert (search, confirmed) == (62.0, 129.0)  # rounds 1 and 2 of A, B, D; D's third seed: $49 left < $66
+    assert p.closed == "search budget spent (the rest is kept for the confirmation)"
+    assert p.stopping == "budget left cannot pay another confirmation trial"
+    assert [len(v) for v in by_config(rows).values()] == [3, 3, 1, 2]
+    s = summary.summarize(rows)
+    assert s.usd_by_phase == {"search": pytest.approx(search), "confirm": pytest.approx(confirmed)}
+    assert s.total_usd == pytest.approx(search + confirmed)
+    assert f"confirmation ${confirmed:.4f}" in summary.run_text(s)
+    study = optuna.load_study(study_name="sweep", storage=f"sqlite:///{tmp_path / 'run' / 'study.db'}")
+    told = [t for t in study.trials if t.user_attrs.get("phase") == "confirm"]
+    assert told and all(t.state == optuna.trial.TrialState.COMPLETE for t in told)
+    assert sorted(t.number for t in told) == sorted(t for t, r in ends.items() if r["phase"] == "confirm")
+
+
+def test_the_ranking_leaves_compilation_out_of_both_sides(tmp_path: Path) -> None:
+    # every trial pays 5 s of compilation: billed figures include it, the ranking and the ratio do not
+    p = planner(make_cfg(tmp_path, LUCKY, compile_s=5.0), tmp_path / "run")
+    p.run()
+    rec = summary.summarize(p.rows).recommendation
+    assert rec is not None and rec.config.race_mean == pytest.approx(15.0)
+    assert rec.config.mean_usd == pytest.approx(20.0)  # billed
+    assert rec.vs_baseline is not None and rec.vs_baseline.ratio == pytest.approx(15.0 / 25.0)
+
+
+def test_confirmation_seeds_are_new_training_seeds_never_held_out(tmp_path: Path) -> None:
+    p = planner(make_cfg(tmp_path, LUCKY), tmp_path / "run")
+    p.run()
+    ends = last_rows(p.rows)
+    search = {r["seed"] for r in ends.values() if r["phase"] == "search"}
+    rounds = sorted({r["seed"] for r in ends.values() if r["phase"] == "confirm"})
+    assert rounds == [5, 8] and not search & set(rounds) and all(s < EVAL_SEED_BASE for s in rounds)
+    for seed in rounds:  # a round's seed comes from the counter: seeds.training + its first trial
+        first = min(t for t, r in ends.items() if r["phase"] == "confirm" and r["seed"] == seed)
+        assert seed == 1 + first
+    for runs in by_config(p.rows).values():  # no config trains on the same seed twice
+        assert len({r["seed"] for r in runs}) == len(runs)
+
+
+def test_the_seed_bound_counts_the_confirmation_trials(tmp_path: Path) -> None:
+    near = EVAL_SEED_BASE - 4 - 5  # fits the 4 search trials, not the 9 confirmation trials
+    make_cfg(tmp_path, LUCKY, **{"seeds.training": near, "confirm.seeds": 1})
+    with pytest.raises(ConfigError, match=r"seeds.training: .* confirmation trials \(9\)"):
+        make_cfg(tmp_path, LUCKY, **{"seeds.training": near})
+
+
+def test_a_resumed_study_continues_its_confirmation(tmp_path: Path) -> None:
+    costs = {k: {**v, 9: v[8]} for k, v in LUCKY.items()}  # the re-run takes a trial number: round 2 trains with 9
+    cfg = make_cfg(tmp_path, costs, **{"backend_options.time_scale": 0.002})
+    first = planner(cfg, tmp_path / "run")
+    # Ctrl-C once the first confirmation trial has ended: the second is mid-run
+    first.interrupted = lambda: any(r["phase"] == "confirm" and r["state"] == "reached" for r in first.rows)
+    with pytest.raises(KeyboardInterrupt):
+        first.run()
+    cut = last_rows(read_rows(tmp_path / "run" / "ledger.jsonl"))
+    assert any(r["phase"] == "confirm" and r["state"] == "capped" and "Ctrl-C" in r["reason"] for r in cut.values())
+    resumed = planner(cfg, tmp_path / "run")
+    resumed.run()
+    assert resumed.confirm_done.startswith("confirmation complete")
+
+    reached = {k: [r["seed"] for r in v if r["state"] == "reached"] for k, v in by_config(resumed.rows).items()}
+    assert reached == {A: [1, 5, 9], B: [2, 5, 9], C: [3], D: [4, 5, 9]}  # the interrupted one ran again on seed 5
+    rec = summary.summarize(resumed.rows).recommendation
+    assert rec is not None and rec.config.race_usd == (19.0, 20.0, 21.0)
+
+
+def test_no_confirmation_when_nothing_reached(tmp_path: Path) -> None:
+    # every seed capped at 100: nothing to confirm, and no baseline run for nothing
+    costs = {k: {s: 500 for s in range(1, 5)} for k in (A, B, C, D)}
+    p = planner(make_cfg(tmp_path, costs), tmp_path / "run")
+    p.run()
+    assert p.confirm_done == "no config reached the target in the search: nothing to confirm"
+    assert all(r["phase"] == "search" for r in p.rows)
