@@ -330,7 +330,9 @@ RANKING_RULE = (
     "the config with the lowest mean USD to target on equal terms (billable seconds less one-time start-up and "
     "compilation, x price) over its seeds; a seed that stopped on cost before the target (pruned, or at its cap) "
     "counts at what it had spent, a lower bound, and a config with such a seed ranks after every config whose seeds "
-    "all reached; failed trials and trials stopped by the study's end are no seeds of the mean"
+    "all reached; when a confirmation ran, the configs it confirmed rank before every config it did not (a single "
+    "search seed cannot outrank a mean over confirmed seeds); failed trials and trials stopped by the study's end "
+    "are no seeds of the mean"
 )
 #: How the recommendation is compared with the baseline.
 VS_BASELINE_RULE = (
@@ -374,6 +376,8 @@ class ConfigStat:
     race_hi: float | None = None
     baseline: bool = False
     """The config is the study's baseline (a trial of it says so)."""
+    confirmed: bool = False
+    """The confirmation phase ran this config (a trial of it says so)."""
 
     @property
     def n_seeds(self) -> int:
@@ -393,9 +397,9 @@ class ConfigStat:
 
 
 def rank_key(c: ConfigStat) -> tuple:
-    """How configs rank (:data:`RANKING_RULE`): those with a counted seed first, uncensored before censored, then by
-    mean USD to target on equal terms, then by first trial."""
-    return (c.race_mean is None, c.censored, c.race_mean or 0.0, c.trials[0])
+    """How configs rank (:data:`RANKING_RULE`): those with a counted seed first, confirmed before unconfirmed,
+    uncensored before censored, then by mean USD to target on equal terms, then by first trial."""
+    return (c.race_mean is None, not c.confirmed, c.censored, c.race_mean or 0.0, c.trials[0])
 
 
 def config_stats(rows: list[dict]) -> list[ConfigStat]:
@@ -431,6 +435,7 @@ def config_stats(rows: list[dict]) -> list[ConfigStat]:
                 race_lo=race_lo,
                 race_hi=race_hi,
                 baseline=any(r.get("baseline") for r in members),
+                confirmed=any(r.get("phase") == "confirm" for r in members),
             )
         )
     return sorted(stats, key=rank_key)

@@ -37,3 +37,36 @@ def test_a_pass_stopped_below_the_target_reads_as_a_bound() -> None:
     assert pass_text(0.9123, None) == "0.912"
     assert pass_text(None, 0.746).startswith("< 0.746")
     assert pass_text(None, None) == "not evaluated"
+
+
+def test_a_config_the_confirmation_never_ran_cannot_outrank_a_confirmed_mean() -> None:
+    """Found on an H200: 16384 x 12 with one search seed at $0.0343 was recommended over 8192 x 12 confirmed on 3
+    seeds (mean $0.0348); a lone seed is the lucky draw the confirmation exists to rule out."""
+    from sweep.ledger import Row
+    from sweep.summary import summarize
+
+    def end(trial: int, num_envs: int, seed: int, seconds: float, phase: str) -> dict:
+        params = {"num_envs": num_envs, "num_steps_per_env": 12, "num_mini_batches": 4}
+        return Row(
+            run_id="r",
+            trial=trial,
+            state="reached",
+            params=params,
+            iteration=10,
+            env_steps=1000,
+            billable_s=seconds,
+            phases_s={"sim": seconds},
+            price_usd_per_hour=3600.0,
+            price_label="t",
+            success=0.95,
+            success_lo=0.9,
+            success_hi=0.97,
+            eval_episodes=256,
+            seed=seed,
+            phase=phase,
+        ).__dict__
+
+    rows = [end(0, 8192, 1, 30.3, "search"), end(1, 16384, 2, 34.3 - 0.5, "search")]
+    rows += [end(2, 8192, 3, 36.6, "confirm"), end(3, 8192, 4, 37.4, "confirm")]
+    best = summarize(rows).recommendation
+    assert best.config.params["num_envs"] == 8192 and best.config.n_seeds == 3
