@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from sweep.evidence import ConfigStat
 from sweep.ledger import PHASES
-from sweep.summary import ConfigStat, describe_params
+from sweep.summary import describe_params
 
 #: Marker colour per trial state (the legend names it).
 STATE_COLORS = {

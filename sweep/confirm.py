@@ -3,7 +3,7 @@
 One trial is a noisy sample (on one H200 the best config took 27-56 s to the target over 3 seeds), so after the
 search the planner re-runs its finalists on further training seeds before it recommends one:
 
-- finalists: the search's ``confirm.top`` best configs (:func:`sweep.summary.rank_key` over their search seeds,
+- finalists: the search's ``confirm.top`` best configs (:func:`sweep.evidence.rank_key` over their search seeds,
   among those that reached the target), and the baseline, which need not have run in the search;
 - rounds: each round gives one new training seed to every finalist still in the race that has fewer than
   ``confirm.seeds`` trials (its search trials included); all trials of a round train with the same seed, the next
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweep.contract import TrialParams, config_key, ended_by_study
+from sweep.evidence import ConfigStat, config_identity, config_stats, rank_key
 from sweep.ledger import end_label
-from sweep.summary import ConfigStat, config_identity, config_stats, rank_key
 
 #: Who stops getting seeds (written into recommended.yaml and the README).
 RACE_RULE = (

@@ -120,9 +120,9 @@ def recommended(run_dir: Path, rows: list[dict]) -> dict[str, Any] | None:
 
 def seeds_evidence(s: Any) -> dict[str, Any]:
     """The recommended config over its seeds: each seed's result, the mean and interval that ranked it, the billed
-    mean, and the ratio to the baseline with its interval and rule (``summary.RANKING_RULE``, ``VS_BASELINE_RULE``)."""
+    mean, and the ratio to the baseline with its interval and rule (``evidence.RANKING_RULE``, ``VS_BASELINE_RULE``)."""
     from sweep.confirm import RACE_RULE
-    from sweep.summary import RANKING_RULE, VS_BASELINE_RULE
+    from sweep.evidence import RANKING_RULE, VS_BASELINE_RULE
 
     rec = s.recommendation
     c = rec.config

@@ -23,14 +23,13 @@ from sweep.charts import (
     seeds_figure,
     wall_figure,
 )
+from sweep.evidence import ConfigStat, config_stats
 from sweep.ledger import PHASES, end_label, last_rows, metrics, read_rows, repair
 from sweep.summary import (
-    ConfigStat,
     Summary,
     changed_flags,
     ci_text,
     closest_line,
-    config_stats,
     describe_params,
     phase_text,
     reached_text,

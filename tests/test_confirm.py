@@ -8,7 +8,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from sweep import config, confirm, summary
+from sweep import config, confirm, evidence, summary
 from sweep.errors import ConfigError
 from sweep.evaluation import EVAL_SEED_BASE
 from sweep.ledger import last_rows, metrics, read_rows
@@ -77,7 +77,7 @@ def test_racing_stops_a_clearly_worse_candidate_after_two_seeds(tmp_path: Path) 
     runs = by_config(p.rows)
     assert [len(runs[k]) for k in (A, B, C, D)] == [3, 2, 1, 3]  # B stopped; the leader and the baseline go on
     assert [r["seed"] for r in runs[B]] == [2, 5] and [r["seed"] for r in runs[D]] == [4, 5, 8]
-    stats = {c.key: c for c in summary.config_stats(p.rows)}
+    stats = {c.key: c for c in evidence.config_stats(p.rows)}
     out = confirm.out_of_race(stats, p.finalists(), 1.5)
     assert list(out.values()) == ["mean $36.0000 > 1.5 x the leader's $11.0000"]
     assert p.confirm_done.startswith("confirmation complete")

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from sweep import report, summary
+from sweep import evidence, report, summary
 from sweep.ledger import LedgerWriter, metrics, read_rows
 from tests.test_scheduler import row
 
@@ -164,7 +164,7 @@ def test_seeds_of_one_config_give_its_mean_usd_to_target_with_a_t_interval() -> 
         seeded(6, 9.0, "failed", seed=7, envs=128, steps=12),
         {**seeded(7, 0.0, "pruned", seed=0, steps=12), "phases_s": {}},  # told without running: not a seed
     ]
-    stats = summary.config_stats(rows)
+    stats = evidence.config_stats(rows)
     assert [c.trials for c in stats] == [(4,), (5,), (0, 1, 2, 3), (6,)]  # cheapest first, none reached last
     single, flagged, three, none = stats
     assert (single.n_seeds, single.n_reached, single.mean_usd, single.lo, single.hi) == (1, 1, 5.0, 5.0, 5.0)
@@ -186,14 +186,14 @@ def test_a_flag_the_catalog_no_longer_has_keeps_its_config_apart_instead_of_fail
     old = [seeded(0, 8.0, "reached", 1), seeded(1, 9.0, "reached", 2), seeded(2, 7.0, "reached", 3)]
     old[0]["params"]["flag.retired"] = True
     old[1]["params"]["flag.retired"] = True
-    stats = summary.config_stats(old)
+    stats = evidence.config_stats(old)
     assert [c.trials for c in stats] == [(2,), (0, 1)] and stats[1].key[0] == "as recorded"
 
 
 def test_the_t_quantile_matches_scipy() -> None:
     stats = pytest.importorskip("scipy.stats")
     for df in (1, 2, 5, 30, 31, 45, 200, 10_000):
-        assert summary.t975(df) == pytest.approx(stats.t.ppf(0.975, df), abs=5e-6)
+        assert evidence.t975(df) == pytest.approx(stats.t.ppf(0.975, df), abs=5e-6)
 
 
 def test_the_report_shows_seeds_per_config_as_error_bars_and_a_map(tmp_path: Path) -> None:
