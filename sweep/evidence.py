@@ -221,7 +221,8 @@ def ratio_interval(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float | 
 
 
 def _t_interval(values: tuple[float, ...]) -> tuple[float | None, float | None, float | None]:
-    """(mean, lo, hi): the 95% Student t interval of the mean; a single value is its own interval."""
+    """(mean, lo, hi): the 95% Student t interval of the mean of costs (its low end clipped at 0: with 2 seeds the
+    t interval can reach below zero); a single value is its own interval."""
     n = len(values)
     if n == 0:
         return None, None, None
@@ -230,7 +231,7 @@ def _t_interval(values: tuple[float, ...]) -> tuple[float | None, float | None, 
         return mean, mean, mean
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
     half = t975(n - 1) * sd / math.sqrt(n)
-    return mean, mean - half, mean + half
+    return mean, max(0.0, mean - half), mean + half  # a cost: the interval's low end is clipped at zero
 
 
 def config_identity(params: dict[str, Any]) -> tuple:

@@ -70,3 +70,12 @@ def test_a_config_the_confirmation_never_ran_cannot_outrank_a_confirmed_mean() -
     rows += [end(2, 8192, 3, 36.6, "confirm"), end(3, 8192, 4, 37.4, "confirm")]
     best = summarize(rows).recommendation
     assert best.config.params["num_envs"] == 8192 and best.config.n_seeds == 3
+
+
+def test_an_interval_of_costs_does_not_reach_below_zero() -> None:
+    import pytest
+
+    from sweep.evidence import _t_interval
+
+    mean, lo, hi = _t_interval((0.0023, 0.0035))  # two seeds: t(1) = 12.7 makes the plain interval negative
+    assert lo == 0.0 and mean == pytest.approx(0.0029) and hi > mean
