@@ -233,7 +233,7 @@ def compose(data: dict[str, Any], overrides: dict[str, Any], source: str, has_gp
 def structured(schema: type[T], layers: list[tuple[Any, str]]) -> T:
     """An instance of dataclass ``schema``: each ``(mapping, where)`` layer merged over its defaults in turn
     by OmegaConf, which checks keys and types; an error names ``where`` (a file, the command line) and the key."""
-    conf = OmegaConf.structured(schema)
+    conf = _writable(OmegaConf.structured(schema))
     where = ""
     try:
         for data, where in layers:
@@ -241,6 +241,16 @@ def structured(schema: type[T], layers: list[tuple[Any, str]]) -> T:
         return OmegaConf.to_object(conf)
     except OmegaConfBaseException as exc:
         raise _error(exc, where) from None
+
+
+def _writable(node: Any) -> Any:
+    """``node`` and every config below it made writable: OmegaConf marks a frozen dataclass's config read-only,
+    and 2.3 refuses to merge into it (2.4 copies); the result is frozen again by ``to_object``."""
+    OmegaConf.set_readonly(node, False)
+    for child in node.values() if OmegaConf.is_dict(node) else node:
+        if OmegaConf.is_config(child):
+            _writable(child)
+    return node
 
 
 def _error(exc: OmegaConfBaseException, where: str) -> ConfigError:
