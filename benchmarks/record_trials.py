@@ -29,17 +29,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-CURVE_KEYS = (
-    "iteration",
-    "env_steps",
-    "billable_s",
-    "phases_s",
-    "success",
-    "success_lo",
-    "success_hi",
-    "eval_episodes",
-    "mean_return",
-)
+from sweep.ledger import PROGRESS_FIELDS
+
+#: What a recorded curve keeps of each checkpoint row: its progress, less what belongs to the machine that ran it.
+CURVE_KEYS = tuple(k for k in PROGRESS_FIELDS if k not in ("device", "checkpoint", "peak_gpu_gib", "gpu_capacity_gib"))
 
 
 def table_from_rows(rows: list[dict], device: str, profile: str) -> dict[str, Any]:
