@@ -56,7 +56,10 @@ def shapes(cfg: RunConfig, backend_knobs: tuple[str, ...]) -> list[tuple[int, di
 def wanted(cfg: RunConfig, has_gpu: bool) -> bool:
     """Only on a GPU machine (on a CPU one it would take cores from the trials), for a backend that compiles
     with XLA, and when every trial reads the persistent cache."""
-    return has_gpu and cfg.backend == "mjx_locomotion" and all(cfg.knobs.flags.get("compile_cache", [True]))
+    from sweep.backends import get_backend
+
+    cached = all(cfg.knobs.flags.get("compile_cache", [True]))
+    return has_gpu and cached and get_backend(cfg.backend).xla_cache
 
 
 def start(cfg: RunConfig, run_dir: Path, profile: str, has_gpu: bool) -> subprocess.Popen | None:

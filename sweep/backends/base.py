@@ -103,6 +103,9 @@ class Backend(ABC):
     """Human-readable success rule, shown in reports and the exported YAML."""
     knobs: tuple[str, ...]
     """Task knobs the planner may sweep (besides num_envs and num_steps_per_env)."""
+    xla_cache: bool = False
+    """Its env shapes compile through XLA into the persistent cache (``compile_cache``), so they can be compiled
+    ahead of the trials that need them (:mod:`sweep.precompile`)."""
 
     @abstractmethod
     def profiles(self) -> dict[str, Profile]:

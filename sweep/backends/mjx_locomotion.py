@@ -248,6 +248,7 @@ class MjxLocomotion(Backend):
     name = "mjx_locomotion"
     success_rule = "no fall before the time limit and mean xy-velocity tracking error below the profile threshold"
     knobs = ("buffer_donation",)
+    xla_cache = True
 
     def profiles(self) -> dict[str, Profile]:
         return {
