@@ -4,15 +4,17 @@
 # wheels of ../shared/tools/device-wheels.sh are installed, from the project root:
 #   bash benchmarks/confirm_h200.sh start <timeout_s> key=value...   # first call: a new study
 #   bash benchmarks/confirm_h200.sh resume <timeout_s> [key=value...] # next call (within 30 s): continue it
-# The run folder lives in /tmp/reports/h200_confirmed between calls; each call copies what it has to $OUT.
+# The run folder lives in /tmp/reports/$RUN_ID (default h200_confirmed) between calls; each call copies what it has
+# to $OUT.
 set -u
 OUT=${OUT:-/tmp/out}
 R=/tmp/reports
-RUN=$R/h200_confirmed
+RUN_ID=${RUN_ID:-h200_confirmed}
+RUN=$R/$RUN_ID
 what=$1; limit=$2; shift 2
 nvidia-smi -L
 if [ "$what" = start ]; then
-  timeout -s INT "$limit" python -m sweep.run space=locomotion out=$R run_id=h200_confirmed "$@" 2>&1 \
+  timeout -s INT "$limit" python -m sweep.run space=locomotion out=$R run_id=$RUN_ID "$@" 2>&1 \
     | grep -v "^Failed to import" | tee -a "$OUT/sweep.log"
 else
   timeout -s INT "$limit" python -m sweep.run resume=$RUN "$@" 2>&1 | grep -v "^Failed to import" \

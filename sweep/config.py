@@ -51,6 +51,10 @@ class Target:
     """Held-out episodes per evaluation."""
     eval_every_steps: int = 240
     """Control steps per env between evaluations."""
+    eval_gate: float = 0.0
+    """A checkpoint's held-out pass is skipped while the success share of the training episodes since the last
+    checkpoint is below this (0: a pass at every checkpoint). A pass always runs at the cap. Calibrate it per task
+    from a ledger's ``train_success`` beside its held-out passes (the space file says what was measured)."""
 
 
 @dataclass(frozen=True)
@@ -414,6 +418,11 @@ def _validate(cfg: RunConfig) -> RunConfig:
             raise ConfigError(f"{where}: {key}: must be > 0 (got {value})")
     if not 0 < cfg.target.success <= 1:
         raise ConfigError(f"{where}: target.success: must be in (0, 1] (got {cfg.target.success})")
+    if not 0 <= cfg.target.eval_gate < cfg.target.success:
+        raise ConfigError(
+            f"{where}: target.eval_gate: must be in [0, target.success) (got {cfg.target.eval_gate}); 0 evaluates at "
+            "every checkpoint"
+        )
     if not 0 < cfg.constraints.memory_share <= 1:
         raise ConfigError(f"{where}: constraints.memory_share: must be in (0, 1] (got {cfg.constraints.memory_share})")
     from sweep.evaluation import EVAL_SEED_BASE, check_training_seed

@@ -117,6 +117,9 @@ class TrialConfig:
     """Episodes in the held-out panel (one env each)."""
     eval_every_steps: int = 240
     """Control steps per env between held-out evaluations (rounded to whole iterations)."""
+    eval_gate: float = 0.0
+    """Skip a checkpoint's held-out pass while the training episodes' success share is below this (0: never);
+    a pass always runs at the cap and whenever the trainer gives no such share."""
     cap_s: float = 600.0
     """Per-trial cap in billable seconds; the trial ends 'capped' past it."""
     race_cap_s: float | None = None
@@ -157,6 +160,8 @@ class TrialConfig:
                 raise ConfigError(f"{key}: must be > 0 (got {getattr(self, key)!r})")
         if not 0 < self.target <= 1:
             raise ConfigError(f"target: must be in (0, 1] (got {self.target!r})")
+        if not 0 <= self.eval_gate < self.target:
+            raise ConfigError(f"eval_gate: must be in [0, target) (got {self.eval_gate!r}); 0 evaluates every time")
         if self.phase not in STUDY_PHASES:
             raise ConfigError(f"phase: must be one of {list(STUDY_PHASES)} (got {self.phase!r})")
         if self.mode not in ("sweep", "stock"):

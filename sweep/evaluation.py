@@ -34,6 +34,13 @@ def check_training_seed(seed: int, key: str = "seed") -> int:
     return seed
 
 
+def pass_due(train_success: float | None, gate: float) -> bool:
+    """Whether a checkpoint runs its held-out pass: unless the training episodes' success share (a training-side
+    signal counted on the device) is below ``gate``. No share (no episode ended, or a trainer that gives none)
+    means a pass. The cap's pass is not asked: it always runs."""
+    return gate <= 0 or train_success is None or train_success >= gate
+
+
 def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
     """Wilson score interval (95% by default) for a success rate of ``successes`` out of ``n``."""
     if n <= 0:

@@ -78,6 +78,7 @@ def trial_config(
         target=cfg.target.success,
         eval_episodes=cfg.target.eval_episodes,
         eval_every_steps=cfg.target.eval_every_steps,
+        eval_gate=cfg.target.eval_gate,
         cap_s=cap_s,
         race_cap_s=race_cap_s,
         device=cfg.device,

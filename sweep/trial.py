@@ -21,7 +21,7 @@ import torch
 from sweep import checkpoints, perf
 from sweep.backends import get_backend
 from sweep.contract import Sink, TrialConfig, TrialRunner, cap_reached, end_state, trial_params
-from sweep.evaluation import EvalResult, evaluate, panel_seeds
+from sweep.evaluation import EvalResult, evaluate, panel_seeds, pass_due
 from sweep.learner import build_learner, describe_device, device_sync, resolve_device
 from sweep.ledger import PhaseClock, Row, TrialRows
 from sweep.tblog import TrialScalars
@@ -146,11 +146,14 @@ def train(cfg: TrialConfig, built: Built, clock: PhaseClock, log: TrialLog) -> R
         progress["mean_return"] = getattr(built.trainer, "take_mean_return", lambda: None)()
         progress["train_success"] = getattr(built.trainer, "train_success", lambda: None)()
         capped = cap_reached(cfg, clock.billable_s(), clock.seconds)
-        with clock.phase("eval"):  # at the cap too: no billed training goes unevaluated
-            result = evaluate(built.alg.get_policy(), built.eval_env, built.seeds, target=cfg.target)
-        progress.update(record(result, cfg.target), eval_episodes=cfg.eval_episodes)
-        if capped and not result.reached(cfg.target):
-            return log.end("capped", capped)
+        if capped or pass_due(progress["train_success"], cfg.eval_gate):  # the cap's pass: nothing goes unevaluated
+            with clock.phase("eval"):
+                result = evaluate(built.alg.get_policy(), built.eval_env, built.seeds, target=cfg.target)
+            progress.update(record(result, cfg.target), eval_episodes=cfg.eval_episodes)
+            if capped and not result.reached(cfg.target):
+                return log.end("capped", capped)
+        else:
+            progress.update(NO_PASS)
         with clock.phase("checkpoint"):
             if cfg.save_checkpoints and log.out_dir is not None:
                 meta = checkpoint_meta(cfg, log.rows, progress, built.alg, built.env)
@@ -159,6 +162,16 @@ def train(cfg: TrialConfig, built: Built, clock: PhaseClock, log: TrialLog) -> R
         ending = end_state(progress["success"], cfg.target, answer)
         if ending is not None:
             return log.end(*ending)
+
+
+#: A checkpoint whose held-out pass was skipped (:func:`sweep.evaluation.pass_due`): no bounds, zero episodes.
+NO_PASS: dict[str, Any] = {
+    "success": None,
+    "success_lo": None,
+    "success_hi": None,
+    "success_max": None,
+    "eval_episodes": 0,
+}
 
 
 def record(result: EvalResult, target: float) -> dict[str, Any]:

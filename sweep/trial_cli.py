@@ -93,7 +93,7 @@ def main(argv: list[str], run: Callable[..., Row]) -> int:
         if row.state == "running":
             print(
                 f"  it {row.iteration:5d}  {row.env_steps:>11,} steps  {row.billable_s:7.1f} s  "
-                f"held-out success {pass_text(row.success, row.success_max)}  "
+                f"held-out success {pass_text(row.success, row.success_max, row.train_success)}  "
                 f"mean return {row.mean_return or float('nan'):.3f}",
                 flush=True,
             )

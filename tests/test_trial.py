@@ -35,6 +35,7 @@ def cli(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProc
         ("seed=4294967296", "seed"),
         ("flags.turbo=true", "turbo"),
         ("target=1.5", "target"),
+        ("eval_gate=0.95", "eval_gate"),
     ],
 )
 def test_bad_arguments_fail_with_one_line_naming_the_key(arg: str, key: str, tmp_path: Path) -> None:
@@ -80,6 +81,26 @@ def test_the_cap_is_checked_after_every_iteration_not_only_at_checkpoints(tmp_pa
     # start-up alone passes a 10 ms cap: the trial stops after its first iteration, not at its checkpoint after 10
     final = run_trial(tiny(cap_s=0.01), lambda r: CONTINUE, out_dir=tmp_path)
     assert final.state == "capped" and final.iteration == 1 and tiny().eval_every == 10
+
+
+def test_passes_are_skipped_while_training_episodes_fail_and_the_cap_always_evaluates(tmp_path: Path) -> None:
+    rows: list = []
+    cap = 8.0  # billable s: a few checkpoints of the tiny trial on 2 cores, then the cap
+    final = run_trial(tiny(cap_s=cap, eval_gate=0.99), lambda r: rows.append(r) or CONTINUE, out_dir=tmp_path)
+    checkpoints = [r for r in rows if r.state == "running"]
+    skipped = [r for r in checkpoints if r.eval_episodes == 0]
+    assert skipped, [(r.train_success, r.eval_episodes) for r in checkpoints]
+    for r in skipped:  # gated: the training episodes' share was below the gate, no bounds, no time in evaluation
+        assert r.train_success is not None and r.train_success < 0.99
+        assert r.success is None and r.success_lo is None and r.success_max is None
+    evaluated = [r for r in checkpoints if r.eval_episodes > 0]
+    assert all(r.train_success is None or r.train_success >= 0.99 for r in evaluated)
+    eval_s = [0.0] + [r.phases_s["eval"] for r in checkpoints]
+    for r, before, after in zip(checkpoints, eval_s, eval_s[1:], strict=False):
+        assert (after == before) == (r.eval_episodes == 0)  # a skipped pass spends nothing in evaluation
+    # the cap's pass runs whatever the gate says: the trial's last training is evaluated
+    assert final.state == "capped" and final.eval_episodes == tiny().eval_episodes
+    assert final.phases_s["eval"] > eval_s[-1] and (final.success is not None or final.success_max is not None)
 
 
 def test_stock_mode_runs_rsl_rl_unchanged(tmp_path: Path) -> None:

@@ -1,0 +1,79 @@
+"""Where a sweep's billable seconds went, for run folders side by side (issue 20's before/after table).
+
+    python benchmarks/overhead_shares.py benchmarks/data/h200_confirmed benchmarks/data/h200_overhead/gate_after
+
+Every figure comes from each folder's ``ledger.jsonl`` (each trial's last row): shares are of the study's billable
+seconds (every trial, pruned and failed included); "training" is simulation + policy + PPO update
+(``sweep.ledger.TRAINING_PHASES``); trials per dollar counts the trials that ran (billed > 0 s) over the study USD;
+the recommended config's mean USD to target is on equal terms over its seeds (``sweep.evidence``), with its seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from sweep.ledger import TRAINING_PHASES, last_rows, metrics, read_rows
+from sweep.summary import summarize
+
+
+def shares(run_dir: Path) -> dict[str, str]:
+    """One column of the table: the folder's figures as printed."""
+    rows = read_rows(run_dir / "ledger.jsonl")
+    ends = list(last_rows(rows).values())
+    billable = sum(float(r["billable_s"]) for r in ends)
+    phase_s: dict[str, float] = {}
+    for r in ends:
+        for phase, seconds in r["phases_s"].items():
+            phase_s[phase] = phase_s.get(phase, 0.0) + float(seconds)
+    training = sum(phase_s.get(p, 0.0) for p in TRAINING_PHASES)
+    s = summarize(rows)
+    ran = [r for r in ends if float(r["billable_s"]) > 0]
+    passes = [r for r in rows if r["state"] == "running"]
+    skipped = [r for r in passes if int(r.get("eval_episodes", 0)) == 0]
+    out = {
+        "billable s (study)": f"{billable:.1f}",
+        "study USD": f"{s.total_usd:.4f}",
+        "trials run": str(len(ran)),
+        "checkpoints (passes skipped)": f"{len(passes)} ({len(skipped)})",
+        "evaluation share": _pct(phase_s.get("eval", 0.0), billable),
+        "compilation share": _pct(phase_s.get("compile", 0.0), billable),
+        "start-up share": _pct(phase_s.get("startup", 0.0), billable),
+        "compile + start-up share": _pct(phase_s.get("compile", 0.0) + phase_s.get("startup", 0.0), billable),
+        "all non-training share": _pct(billable - training, billable),
+        "trials per USD": f"{len(ran) / s.total_usd:.1f}" if s.total_usd > 0 else "-",
+    }
+    rec = s.recommendation
+    if rec is None:
+        out["recommended: mean USD to target on equal terms"] = "none reached"
+    else:
+        c = rec.config
+        lo, hi = c.race_lo, c.race_hi
+        interval = f" ({lo:.4f}-{hi:.4f})" if lo is not None and hi is not None and c.n_seeds > 1 else ""
+        out["recommended: mean USD to target on equal terms"] = (
+            f"{c.params['num_envs']} x {c.params['num_steps_per_env']}: ${c.race_mean:.4f}{interval}, "
+            f"seeds {', '.join(map(str, c.seeds))}"
+        )
+        best = min(metrics(r)["race_usd_to_target"] for r in ends if r["state"] == "reached")
+        out["cheapest single trial to target, equal terms"] = f"${best:.4f}"
+    return out
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.1f}%" if whole > 0 else "-"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="run folders, each with a ledger.jsonl")
+    args = parser.parse_args()
+    columns = {str(run): shares(run) for run in args.runs}
+    keys = list(next(iter(columns.values())))
+    print("| | " + " | ".join(f"`{name}`" for name in columns) + " |")
+    print("|---|" + "---|" * len(columns))
+    for key in keys:
+        print(f"| {key} | " + " | ".join(col.get(key, "-") for col in columns.values()) + " |")
+
+
+if __name__ == "__main__":
+    main()
