@@ -56,6 +56,7 @@ def build(cfg: TrialConfig, clock: PhaseClock, out_dir: str | Path | None, trial
     flags = perf.resolve(cfg.flags)
     device = resolve_device(cfg.device)
     torch.manual_seed(cfg.seed)
+    perf.apply_to_process(flags)  # before the first env: its reset compiles too, and must read the persistent cache
     knobs = perf.backend_knobs(flags, backend.knobs)
     knobs.update((k, v) for k, v in cfg.backend_options.items() if k in backend.knobs)
     env = backend.make_env(cfg.num_envs, cfg.seed, device, cfg.profile, **knobs)

@@ -150,11 +150,10 @@ class MjxLocomotionEnv(TaskEnv):
         self.params = params
         self.cfg = asdict(params)
         self._jax_device = _jax_device_for(device)
-        with jax.default_device(self._jax_device):
+        with jax.default_device(self._jax_device):  # the model's arrays live on the env's device
             self._fn = _functions(params, donate, str(self._jax_device))
-            self._keys = jax.device_put(train_keys(seed, num_envs), self._jax_device)
-            self._state, obs = self._fn["reset"](self._keys)
-        self._obs = self._wrap_obs(obs)
+        self._keys = jax.device_put(train_keys(seed, num_envs), self._jax_device)
+        self.restart()  # outside the default-device context, as every later call: reset traces once per shape
 
     # -- rsl-rl VecEnv -------------------------------------------------------------------------
     def get_observations(self) -> TensorDict:
