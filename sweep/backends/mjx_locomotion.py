@@ -136,6 +136,22 @@ def _functions(params: TaskParams, donate: bool, jax_device: str) -> dict[str, A
     return build_functions(load_model(params.floor), params, donate)
 
 
+@functools.cache
+def _shape_functions(params: TaskParams, donate: bool, jax_device: Any, num_envs: int) -> dict[str, Any]:
+    """The task functions for ``num_envs`` envs: with the persistent XLA cache on, from their lowered form on disk
+    (:mod:`sweep.backends.mjx_export`: a new process traces none of the task), else the shared jitted ones."""
+    import jax
+
+    from sweep.backends import mjx_export
+
+    with jax.default_device(jax_device):  # the model's arrays live on the env's device
+        fns = _functions(params, donate, str(jax_device))
+    if mjx_export.cache_dir() is None:
+        return fns
+    key = mjx_export.shape_key(params, donate, num_envs, jax_device, model_path())
+    return mjx_export.shape_functions(fns, num_envs, donate, jax_device, key)
+
+
 class MjxLocomotionEnv(TaskEnv):
     """Batched Barkour velocity tracking as an rsl-rl ``VecEnv`` (observations under group 'policy')."""
 
@@ -150,8 +166,7 @@ class MjxLocomotionEnv(TaskEnv):
         self.params = params
         self.cfg = asdict(params)
         self._jax_device = _jax_device_for(device)
-        with jax.default_device(self._jax_device):  # the model's arrays live on the env's device
-            self._fn = _functions(params, donate, str(self._jax_device))
+        self._fn = _shape_functions(params, donate, self._jax_device, num_envs)
         self._keys = jax.device_put(train_keys(seed, num_envs), self._jax_device)
         self.restart()  # outside the default-device context, as every later call: reset traces once per shape
 

@@ -33,7 +33,8 @@ class State(NamedTuple):
 
 
 def build_functions(model: Any, params: TaskParams, donate: bool) -> dict[str, Any]:
-    """JAX functions of one task instance: reset (by keys), step, observe; all vmapped over envs."""
+    """JAX functions of one task instance: reset (by keys), step, simulation-only step, all vmapped over envs;
+    and ``treedef``, the pytree structure of their :class:`State`."""
     import jax
     import jax.numpy as jnp
     from mujoco import mjx
@@ -191,7 +192,9 @@ def build_functions(model: Any, params: TaskParams, donate: bool) -> dict[str, A
         return step(state, actions)[0]
 
     donate_args = (0,) if donate else ()
+    zero = jnp.zeros(())
     return {
+        "treedef": jax.tree_util.tree_structure(State(data0, zero, zero, zero, zero, zero)),
         "reset": jax.jit(reset_all),
         "step": jax.jit(step, donate_argnums=donate_args),
         "sim_only": jax.jit(sim_only, donate_argnums=donate_args),

@@ -1,0 +1,71 @@
+"""The task's functions loaded from their exported form compute what the jitted ones do, keyed by what they hold."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def cpu() -> object:
+    import jax
+
+    return jax.devices("cpu")[0]
+
+
+def test_exported_functions_match_the_jitted_ones_step_for_step(tmp_path: Path, monkeypatch, cpu) -> None:
+    import jax
+    import numpy as np
+
+    from sweep.backends import mjx_export
+    from sweep.backends.mjx_locomotion import PROFILES, _functions
+    from sweep.backends.mjx_task import NUM_ACTIONS, train_keys
+
+    monkeypatch.setattr(mjx_export, "cache_dir", lambda: tmp_path)
+    n = 8
+    with jax.default_device(cpu):
+        fns = _functions(PROFILES["cpu"], False, str(cpu))
+    loaded = mjx_export.shape_functions(fns, n, False, cpu, key="test")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["test.reset.bin", "test.step.bin"]  # sim_only: on use
+    again = mjx_export.shape_functions(fns, n, False, cpu, key="test")  # read back from disk, as a new process
+
+    keys = jax.device_put(train_keys(3, n), cpu)
+    direct, ours, theirs = fns["reset"](keys)[0], loaded["reset"](keys)[0], again["reset"](keys)[0]
+    actions = jax.random.normal(jax.random.PRNGKey(0), (30, n, NUM_ACTIONS))
+    for a in actions:  # 30 control steps: falls and restarts included
+        direct, *out_d = fns["step"](direct, a)
+        ours, *out_o = loaded["step"](ours, a)
+        theirs, *out_t = again["step"](theirs, a)
+        for x, y, z in zip(out_d, out_o, out_t, strict=True):
+            np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-5)
+            np.testing.assert_array_equal(np.asarray(y), np.asarray(z))
+    assert jax.tree_util.tree_structure(ours) == jax.tree_util.tree_structure(direct)
+    sim = loaded["sim_only"](ours, actions[0])
+    assert (tmp_path / "test.sim_only.bin").exists()
+    np.testing.assert_allclose(np.asarray(sim.data.qpos), np.asarray(fns["sim_only"](ours, actions[0]).data.qpos))
+
+
+def test_the_key_changes_with_whatever_the_lowered_code_depends_on(cpu) -> None:
+    from sweep.backends import mjx_export
+    from sweep.backends.mjx_locomotion import PROFILES, model_path, with_overrides
+
+    base = mjx_export.shape_key(PROFILES["cpu"], False, 64, cpu, model_path())
+    assert base == mjx_export.shape_key(PROFILES["cpu"], False, 64, cpu, model_path())
+    others = {
+        mjx_export.shape_key(PROFILES["gpu"], False, 64, cpu, model_path()),
+        mjx_export.shape_key(with_overrides("cpu", success_threshold_mps=0.3), False, 64, cpu, model_path()),
+        mjx_export.shape_key(PROFILES["cpu"], True, 64, cpu, model_path()),
+        mjx_export.shape_key(PROFILES["cpu"], False, 65, cpu, model_path()),
+    }
+    assert base not in others and len(others) == 4
+
+
+def test_without_the_persistent_cache_the_jitted_functions_are_used(monkeypatch, cpu) -> None:
+    from sweep.backends import mjx_export, mjx_locomotion
+
+    monkeypatch.setattr(mjx_export, "cache_dir", lambda: None)
+    mjx_locomotion._shape_functions.cache_clear()
+    fns = mjx_locomotion._shape_functions(mjx_locomotion.PROFILES["cpu"], False, cpu, 8)
+    assert fns is mjx_locomotion._functions(mjx_locomotion.PROFILES["cpu"], False, str(cpu))
+    mjx_locomotion._shape_functions.cache_clear()
