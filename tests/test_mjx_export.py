@@ -46,19 +46,23 @@ def test_exported_functions_match_the_jitted_ones_step_for_step(tmp_path: Path, 
     np.testing.assert_allclose(np.asarray(sim.data.qpos), np.asarray(fns["sim_only"](ours, actions[0]).data.qpos))
 
 
-def test_the_key_changes_with_whatever_the_lowered_code_depends_on(cpu) -> None:
-    from sweep.backends import mjx_export
+def test_the_key_changes_with_whatever_the_lowered_code_depends_on(tmp_path: Path, cpu) -> None:
+    from sweep.backends import mjx_export, mjx_task
     from sweep.backends.mjx_locomotion import PROFILES, model_path, with_overrides
 
-    base = mjx_export.shape_key(PROFILES["cpu"], False, 64, cpu, model_path())
-    assert base == mjx_export.shape_key(PROFILES["cpu"], False, 64, cpu, model_path())
+    files = (mjx_task.__file__, model_path())
+    base = mjx_export.shape_key(PROFILES["cpu"], False, 64, cpu, files)
+    assert base == mjx_export.shape_key(PROFILES["cpu"], False, 64, cpu, files)
+    edited = tmp_path / "mjx_task.py"  # a task source that changed by one line
+    edited.write_text(Path(mjx_task.__file__).read_text() + "\n# edited\n")
     others = {
-        mjx_export.shape_key(PROFILES["gpu"], False, 64, cpu, model_path()),
-        mjx_export.shape_key(with_overrides("cpu", success_threshold_mps=0.3), False, 64, cpu, model_path()),
-        mjx_export.shape_key(PROFILES["cpu"], True, 64, cpu, model_path()),
-        mjx_export.shape_key(PROFILES["cpu"], False, 65, cpu, model_path()),
+        mjx_export.shape_key(PROFILES["gpu"], False, 64, cpu, files),
+        mjx_export.shape_key(with_overrides("cpu", success_threshold_mps=0.3), False, 64, cpu, files),
+        mjx_export.shape_key(PROFILES["cpu"], True, 64, cpu, files),
+        mjx_export.shape_key(PROFILES["cpu"], False, 65, cpu, files),
+        mjx_export.shape_key(PROFILES["cpu"], False, 64, cpu, (str(edited), model_path())),
     }
-    assert base not in others and len(others) == 4
+    assert base not in others and len(others) == 5
 
 
 def test_without_the_persistent_cache_the_jitted_functions_are_used(monkeypatch, cpu) -> None:

@@ -16,7 +16,7 @@ import functools
 import hashlib
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +29,15 @@ def cache_dir() -> Path | None:
     return Path(path) / "exported" if path else None
 
 
-def shape_key(params: Any, donate: bool, num_envs: int, device: Any, model_file: str) -> str:
-    """Hex digest naming one shape's exported functions (see the module docstring for what it covers)."""
+def shape_key(params: Any, donate: bool, num_envs: int, device: Any, files: Sequence[str]) -> str:
+    """Hex digest naming one shape's exported functions: ``files`` are the task's sources and model file, the rest
+    of what the lowered code depends on is added here (see the module docstring)."""
     from importlib.metadata import version
 
     import jax
 
-    from sweep.backends import mjx_locomotion, mjx_task
-
     h = hashlib.sha256()
-    for path in (mjx_task.__file__, mjx_locomotion.__file__, __file__, model_file):
+    for path in (*files, __file__):
         h.update(Path(path).read_bytes())
     parts = (repr(params), donate, num_envs, device.platform, getattr(device, "device_kind", ""), jax.__version__)
     h.update(repr((*parts, version("jaxlib"), version("mujoco"), version("mujoco-mjx"))).encode())

@@ -142,13 +142,14 @@ def _shape_functions(params: TaskParams, donate: bool, jax_device: Any, num_envs
     (:mod:`sweep.backends.mjx_export`: a new process traces none of the task), else the shared jitted ones."""
     import jax
 
-    from sweep.backends import mjx_export
+    from sweep.backends import mjx_export, mjx_task
 
     with jax.default_device(jax_device):  # the model's arrays live on the env's device
         fns = _functions(params, donate, str(jax_device))
     if mjx_export.cache_dir() is None:
         return fns
-    key = mjx_export.shape_key(params, donate, num_envs, jax_device, model_path())
+    sources = (mjx_task.__file__, __file__, model_path())
+    key = mjx_export.shape_key(params, donate, num_envs, jax_device, sources)
     return mjx_export.shape_functions(fns, num_envs, donate, jax_device, key)
 
 

@@ -134,7 +134,8 @@ CATALOG: dict[str, Flag] = {
             "compile_cache",
             False,
             (False, True),
-            "JAX persistent compilation cache in ~/.cache/sweep/jax: later trials skip most XLA compile time",
+            "JAX persistent compilation cache in ~/.cache/sweep/jax (and, for the embedded task, each env shape's "
+            "functions lowered in its exported/ folder): later processes skip most XLA compilation and tracing",
             True,
             "sweep.perf.enable_compile_cache (JAX config)",
         ),
