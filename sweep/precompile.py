@@ -4,8 +4,9 @@ A trial that meets an env shape (``num_envs``, backend knobs) its worker has not
 on an H200 cold, a few seconds from the persistent cache (``compile_cache`` flag). On a GPU machine
 ``sweep.run`` starts ``python -m sweep.precompile`` beside the workers: it builds and warms one env per shape the
 study may need (XLA compiles on the host CPU, idle while the GPU trains) and trains nothing. Its seconds overlap
-the trials' billed seconds on the same machine, so they are not billed again; a trial it slows pays that in its
-own bill. It writes one JSON line per shape (seconds, num_envs, knobs) to ``precompile.jsonl`` in the run folder.
+the trials' billed seconds on the same machine, so they are not billed again; it runs at a lower priority
+(niceness 10) than the trials, and a trial it still slows pays that in its own bill. It writes one JSON line
+per shape (seconds, num_envs, knobs) to ``precompile.jsonl`` in the run folder.
 
 CLI (started by ``sweep.run``): ``python -m sweep.precompile <plan.json>``.
 """
@@ -117,4 +118,5 @@ def main(argv: list[str]) -> int:
 if __name__ == "__main__":
     from sweep.cli import run_main
 
+    os.nice(10)  # idle CPU only: the billed trials beside it come first
     run_main(main)

@@ -1,4 +1,4 @@
-"""The Ray worker pool: bound to 127.0.0.1, dashboard off, and trials spread over a 2-node cluster."""
+"""The Ray worker pool: bound to 127.0.0.1, dashboard off, normal priority, trials spread over a 2-node cluster."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ def test_local_ray_is_bound_to_localhost_with_the_dashboard_off() -> None:
         wait_ready(pool)
         assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}
         assert pool.dashboard_url is None
+        # trials run at normal priority (Ray's default niceness 15 lets any other process starve a billed trial)
+        assert ray.get(ray.remote(lambda: __import__("os").nice(0)).remote()) == 0
         if shutil.which("ss"):  # every socket Ray's processes listen on is a loopback one
             lines = subprocess.run(["ss", "-ltnp"], capture_output=True, text=True).stdout.splitlines()
             ray_lines = [ln for ln in lines if any(k in ln for k in ("raylet", "gcs_server", "ray::"))]
