@@ -34,24 +34,47 @@ def backend_variants(cfg: RunConfig, backend_knobs: tuple[str, ...]) -> list[dic
     names = list(cfg.knobs.flags)
     seen: list[dict[str, Any]] = []
     for combo in itertools.product(*(cfg.knobs.flags[n] for n in names)):
-        knobs = perf.backend_knobs(perf.resolve(dict(zip(names, combo, strict=True))), backend_knobs)
-        knobs.update((k, v) for k, v in cfg.backend_options.items() if k in backend_knobs)
+        knobs = _knobs(dict(zip(names, combo, strict=True)), cfg, backend_knobs)
         if knobs not in seen:
             seen.append(knobs)
     return seen
 
 
 def shapes(cfg: RunConfig, backend_knobs: tuple[str, ...]) -> list[tuple[int, dict[str, Any]]]:
-    """(num_envs, backend knobs) the study may build, nearest to the first trial's size first; the first
-    trial's own shapes (its envs and the held-out panel under its knobs) are left to it."""
+    """(num_envs, backend knobs) the study may build, in the order its trials will meet them.
+
+    First the held-out panel under the first trial's knobs (built while that trial compiles its own training envs,
+    which are left to it), then the envs and panels of the other initial configs in their order, then the panel
+    under every other knob set (every trial builds one), then every other size, nearest the first trial's first.
+    """
     variants = backend_variants(cfg, backend_knobs)
-    first = cfg.initial[0] if cfg.initial else {}
-    n0 = int(first.get("num_envs", cfg.knobs.num_envs[0]))
-    flags0 = {k.split(".", 1)[1]: v for k, v in first.items() if k.startswith("flags.")}
-    knobs0 = perf.backend_knobs(perf.resolve(flags0), backend_knobs) if set(flags0) <= set(perf.CATALOG) else {}
-    sizes = sorted({*cfg.knobs.num_envs, cfg.target.eval_episodes}, key=lambda n: abs(n - n0))
-    out = [(n, k) for n in sizes for k in variants]
-    return [s for s in out if not (s[0] in (n0, cfg.target.eval_episodes) and s[1] == knobs0)]
+    panel = cfg.target.eval_episodes
+    initial = [_shape_of(entry, cfg, backend_knobs) for entry in cfg.initial] or [(cfg.knobs.num_envs[0], {})]
+    n0, knobs0 = initial[0]
+    ordered = [(panel, knobs0)]
+    for n, knobs in initial[1:]:
+        ordered += [(n, knobs), (panel, knobs)]
+    ordered += [(panel, k) for k in variants]
+    sizes = sorted(set(cfg.knobs.num_envs), key=lambda n: abs(n - n0))
+    ordered += [(n, k) for n in sizes for k in variants]
+    out: list[tuple[int, dict[str, Any]]] = []
+    for shape in ordered:
+        if shape not in out and shape != (n0, knobs0):
+            out.append(shape)
+    return out
+
+
+def _shape_of(entry: dict[str, Any], cfg: RunConfig, backend_knobs: tuple[str, ...]) -> tuple[int, dict[str, Any]]:
+    """The training env shape of one ``initial`` entry (flags it leaves out at their default)."""
+    flags = {k.split(".", 1)[1]: v for k, v in entry.items() if k.startswith("flags.")}
+    return int(entry.get("num_envs", cfg.knobs.num_envs[0])), _knobs(flags, cfg, backend_knobs)
+
+
+def _knobs(flags: dict[str, Any], cfg: RunConfig, backend_knobs: tuple[str, ...]) -> dict[str, Any]:
+    """The backend knobs a trial with these flags builds its envs with (the space's backend options win)."""
+    knobs = perf.backend_knobs(perf.resolve(flags), backend_knobs)
+    knobs.update((k, v) for k, v in cfg.backend_options.items() if k in backend_knobs)
+    return knobs
 
 
 def wanted(cfg: RunConfig, has_gpu: bool) -> bool:
