@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep import config as config_mod
+from sweep import validation
 from sweep.backends.replay import load_table
 from sweep.contract import FLAG_PREFIX, TrialParams, config_key
 from sweep.inline import InlinePool
@@ -106,7 +107,7 @@ def run_planner(
     }
     if getattr(args, "confirm", 1) > 1 and strategy.startswith("planner"):  # callers without the option: none
         data["confirm"] = {"seeds": args.confirm, "top": args.confirm_top, "baseline": args.baseline_params}
-    cfg = config_mod.validate(config_mod.compose(data, {}, "search_efficiency", has_gpu=False))
+    cfg = validation.validate(config_mod.compose(data, {}, "search_efficiency", has_gpu=False))
     with tempfile.TemporaryDirectory() as tmp:
         Planner(cfg, Path(tmp), InlinePool(), PRICE, "recorded", 0.02, poll_s=0.001).run()
         return read_rows(Path(tmp) / "ledger.jsonl")

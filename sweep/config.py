@@ -1,16 +1,15 @@
-"""Run configuration: a search-space YAML + command-line overrides -> one validated, frozen dataclass.
+"""Run configuration: a search-space YAML + command-line overrides -> one frozen dataclass, types checked.
 
-The dataclasses are OmegaConf's structured schema: OmegaConf merges the layers and checks keys and types,
-:func:`validate` checks values, both before the first simulator second; every error names the file (or the
-command line) and the key and says what to do. A space file may hold ``when_gpu:`` and ``when_cpu:`` blocks
-merged over its top level depending on the machine, so one file gives sensible defaults on both.
+The dataclasses are OmegaConf's structured schema: OmegaConf merges the layers and checks keys and types, and
+:func:`sweep.validation.validate` checks values, both before the first simulator second; every error names the
+file (or the command line) and the key and says what to do. A space file may hold ``when_gpu:`` and ``when_cpu:``
+blocks merged over its top level depending on the machine, so one file gives sensible defaults on both.
 """
 
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -223,7 +222,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
 
 def compose(data: dict[str, Any], overrides: dict[str, Any], source: str, has_gpu: bool) -> RunConfig:
     """A space file's mapping, its ``when_gpu``/``when_cpu`` block for this machine, then the command line's
-    dotted ``overrides``, merged in that order and type-checked (values are checked by :func:`validate`)."""
+    dotted ``overrides``, merged in that order and type-checked (:func:`sweep.validation.validate` checks values)."""
     if any(key.split(".")[0] in ("when_gpu", "when_cpu") for key in overrides):
         raise ConfigError("when_gpu/when_cpu: set those in the space file; on the command line set the key itself")
     data = dict(data)
@@ -296,188 +295,3 @@ def load(space: str, overrides: dict[str, Any], has_gpu: bool) -> RunConfig:
     """Read the space file and apply command-line overrides, types checked; nothing is run."""
     path = find_space(space)
     return replace(compose(read_yaml(path), overrides, str(path), has_gpu), space=str(path))
-
-
-def _knob_choices(cfg: RunConfig, key: str) -> list[Any] | None:
-    """The choices of knob ``key`` as an initial-design entry names it (``flags.<name>`` for flags)."""
-    if key.startswith("flags."):
-        return cfg.knobs.flags.get(key[len("flags.") :])
-    return getattr(cfg.knobs, key) if key in ("num_envs", "num_steps_per_env", "num_mini_batches") else None
-
-
-def drop_unfit_initial(cfg: RunConfig) -> tuple[RunConfig, list[str]]:
-    """The config without the space file's initial-design entries that knobs narrowed on the command line exclude,
-    and one note per entry removed. Entries naming unknown knobs stay, for :func:`validate` to reject."""
-    kept, notes = [], []
-    for i, entry in enumerate(cfg.initial):
-        outside = {}
-        if isinstance(entry, dict):
-            outside = {k: v for k, v in entry.items() if (c := _knob_choices(cfg, k)) is not None and v not in c}
-        if outside:
-            what = ", ".join(f"{k}={v!r}" for k, v in outside.items())
-            notes.append(f"initial[{i}] of the space skipped: {what} not among the knob's choices")
-        else:
-            kept.append(entry)
-    return replace(cfg, initial=kept), notes
-
-
-def validate(cfg: RunConfig, cli_keys: Iterable[str] = ()) -> RunConfig:
-    """Check values, names and constraints (types are checked when composed); the checked config is the run's
-    plan, frozen. Errors name the key and where its value came from: the command line for ``cli_keys`` (the
-    dotted keys given there), else the space file."""
-    try:
-        return _validate(cfg)
-    except ConfigError as exc:
-        text = str(exc)
-        found = re.match(rf"{re.escape(cfg.space)}: ([\w.]+)", text)
-        if found and any(_related(found.group(1), key) for key in cli_keys):
-            raise ConfigError("command line: " + text[len(cfg.space) + 2 :]) from None
-        raise
-
-
-def _related(a: str, b: str) -> bool:
-    """Whether dotted keys ``a`` and ``b`` are the same or one contains the other (``knobs`` / ``knobs.num_envs``)."""
-    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
-
-
-def confirm_trials(confirm: Confirm) -> int:
-    """The most trials a confirmation phase runs: each finalist (the candidates and the baseline) up to its seeds."""
-    return (confirm.top + 1) * confirm.seeds if confirm.enabled else 0
-
-
-def _validate_confirm(cfg: RunConfig) -> None:
-    """The confirmation section: counts, shares, and a baseline every knob of which is known."""
-    from sweep import perf
-    from sweep.scheduler import RESERVE_MARGIN
-
-    where, c = cfg.space, cfg.confirm
-    if c.seeds < 1:
-        raise ConfigError(f"{where}: confirm.seeds: must be >= 1 (1: no confirmation; got {c.seeds})")
-    if not c.enabled:
-        return
-    if c.top < 1:
-        raise ConfigError(f"{where}: confirm.top: must be >= 1 (the candidates besides the baseline; got {c.top})")
-    if not 0 <= c.budget_share < 1:
-        raise ConfigError(f"{where}: confirm.budget_share: must be in [0, 1) (got {c.budget_share})")
-    if c.race_factor < 1:
-        raise ConfigError(f"{where}: confirm.race_factor: must be >= 1 (got {c.race_factor})")
-    if cfg.budget.usd * c.budget_share < cfg.budget.trial_usd * RESERVE_MARGIN and c.budget_share > 0:
-        raise ConfigError(
-            f"{where}: confirm.budget_share: {c.budget_share:g} of budget.usd keeps "
-            f"${cfg.budget.usd * c.budget_share:g}, "
-            f"less than one trial's reservation (budget.trial_usd {cfg.budget.trial_usd:g} plus "
-            f"{RESERVE_MARGIN - 1:.0%}); raise the share or the budget, or set confirm.seeds=1"
-        )
-    for key in ("num_envs", "num_steps_per_env", "num_mini_batches"):
-        value = getattr(c.baseline, key)
-        if value is None and len(getattr(cfg.knobs, key)) != 1:
-            raise ConfigError(
-                f"{where}: confirm.baseline.{key}: the space has several choices {getattr(cfg.knobs, key)}; "
-                "name the baseline's value"
-            )
-        if value is not None and value <= 0:
-            raise ConfigError(f"{where}: confirm.baseline.{key}: must be a positive integer (got {value})")
-    perf.resolve(dict(c.baseline.flags), key=f"{where}: confirm.baseline.flags")
-
-
-def _validate(cfg: RunConfig) -> RunConfig:
-    from sweep import perf
-    from sweep.backends import get_backend
-
-    where = cfg.space
-    backend = get_backend(cfg.backend, key=f"{where}: backend")
-    if cfg.profile != "auto":
-        backend.check_profile(cfg.profile, key=f"{where}: profile")
-    for key in ("num_envs", "num_steps_per_env", "num_mini_batches"):
-        choices = getattr(cfg.knobs, key)
-        if not choices:
-            raise ConfigError(f"{where}: knobs.{key}: no choices; give at least one value")
-        bad = [c for c in choices if c <= 0]
-        if bad:
-            raise ConfigError(f"{where}: knobs.{key}: every choice must be a positive integer (got {bad})")
-        if len(set(choices)) != len(choices):
-            raise ConfigError(f"{where}: knobs.{key}: duplicate choices {choices}")
-    for name, choices in cfg.knobs.flags.items():
-        if not choices:
-            raise ConfigError(f"{where}: knobs.flags.{name}: give a non-empty list of choices")
-        for choice in choices:
-            perf.resolve({name: choice}, key=f"{where}: knobs.flags")
-        if len({repr(c) for c in choices}) != len(choices):
-            raise ConfigError(f"{where}: knobs.flags.{name}: duplicate choices {choices}")
-    positive = {
-        "target.eval_episodes": cfg.target.eval_episodes,
-        "target.eval_every_steps": cfg.target.eval_every_steps,
-        "budget.usd": cfg.budget.usd,
-        "budget.trial_usd": cfg.budget.trial_usd,
-        "budget.max_trials": cfg.budget.max_trials,
-        "workers.cpus_per_trial": cfg.workers.cpus_per_trial,
-        "constraints.max_update_period_s": cfg.constraints.max_update_period_s,
-    }
-    for key, value in positive.items():
-        if not value > 0:
-            raise ConfigError(f"{where}: {key}: must be > 0 (got {value})")
-    if not 0 < cfg.target.success <= 1:
-        raise ConfigError(f"{where}: target.success: must be in (0, 1] (got {cfg.target.success})")
-    if not 0 <= cfg.target.eval_gate < cfg.target.success:
-        raise ConfigError(
-            f"{where}: target.eval_gate: must be in [0, target.success) (got {cfg.target.eval_gate}); 0 evaluates at "
-            "every checkpoint"
-        )
-    if not 0 < cfg.constraints.memory_share <= 1:
-        raise ConfigError(f"{where}: constraints.memory_share: must be in (0, 1] (got {cfg.constraints.memory_share})")
-    from sweep.evaluation import EVAL_SEED_BASE, check_training_seed
-
-    check_training_seed(cfg.seeds.training, key=f"{where}: seeds.training")
-    trials = cfg.budget.max_trials + confirm_trials(cfg.confirm)
-    if cfg.seeds.training + trials > EVAL_SEED_BASE:
-        also = f" + confirmation trials ({confirm_trials(cfg.confirm)})" if cfg.confirm.enabled else ""
-        raise ConfigError(
-            f"{where}: seeds.training: trial k trains with seeds.training + k, so {cfg.seeds.training} + "
-            f"budget.max_trials ({cfg.budget.max_trials}){also} would reach the held-out seeds (from "
-            f"{EVAL_SEED_BASE}); use a seed below {EVAL_SEED_BASE - trials}"
-        )
-    _validate_confirm(cfg)
-    if cfg.workers.num < 0:
-        raise ConfigError(f"{where}: workers.num: must be >= 0 (got {cfg.workers.num})")
-    from sweep.scheduler import RESERVE_MARGIN
-
-    if cfg.budget.trial_usd * RESERVE_MARGIN > cfg.budget.usd:
-        raise ConfigError(
-            f"{where}: budget.trial_usd ({cfg.budget.trial_usd:g}) plus its {RESERVE_MARGIN - 1:.0%} overrun reserve "
-            f"exceeds budget.usd ({cfg.budget.usd:g}), so no trial could start; raise the study budget or lower "
-            "the per-trial cap"
-        )
-    from sweep import checkpoints
-
-    checkpoints.check_keep(cfg.checkpoints, key=f"{where}: checkpoints")
-    if cfg.sampler not in ("tpe", "random", "grid"):
-        raise ConfigError(f"{where}: sampler: must be 'tpe', 'random' or 'grid' (got {cfg.sampler!r})")
-    if cfg.price.gpu != "auto" or cfg.price.usd_per_hour is not None:
-        from sweep import prices
-
-        prices.resolve(
-            cfg.price.gpu if cfg.price.gpu != "auto" else "custom",
-            cfg.price.kind,
-            cfg.price.usd_per_hour,
-            key=f"{where}: price",
-        )
-    period = min(cfg.knobs.num_steps_per_env) * backend.control_dt_s(cfg.profile if cfg.profile != "auto" else "cpu")
-    if period > cfg.constraints.max_update_period_s:
-        raise ConfigError(
-            f"{where}: constraints.max_update_period_s: no config can satisfy it: the shortest horizon "
-            f"({min(cfg.knobs.num_steps_per_env)} steps) takes {period:g} s; raise the bound or add shorter horizons"
-        )
-    for i, initial in enumerate(cfg.initial):
-        if not isinstance(initial, dict):
-            raise ConfigError(f"{where}: initial[{i}]: expected a mapping of knob values")
-        for key, value in initial.items():
-            choices = _knob_choices(cfg, key)
-            if choices is None:
-                what = "not a swept flag; add it to knobs.flags" if key.startswith("flags.") else "unknown knob"
-                raise ConfigError(f"{where}: initial[{i}].{key}: {what}")
-            if value not in choices:
-                raise ConfigError(
-                    f"{where}: initial[{i}].{key}: {value!r} is not among the choices {choices}; "
-                    "change the initial design (initial=[...]) or add the value to the knob"
-                )
-    return cfg

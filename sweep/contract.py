@@ -54,7 +54,7 @@ def stopped_by_cap(row: Mapping[str, Any]) -> bool:
     return row.get("state") == "capped" and str(row.get("reason", "")).startswith(CAP_REASONS)
 
 
-#: How the reason begins of a trial the planner closed because its driver stopped (``Planner._close_orphans``).
+#: How the reason begins of a trial the planner closed because its driver stopped (``sweep.study_store.close_orphans``).
 DRIVER_STOPPED = "driver stopped"
 
 

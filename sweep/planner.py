@@ -23,17 +23,16 @@ continues where it stopped.
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sweep import checkpoints, confirm, space
+from sweep import checkpoints, confirm, space, study_store
 from sweep.config import RunConfig
-from sweep.contract import CONTINUE, DRIVER_STOPPED, PRUNE, STOP, TrialPool, config_key, trial_params
+from sweep.contract import CONTINUE, PRUNE, STOP, TrialPool, config_key, trial_params
 from sweep.evaluation import EVAL_SEED_BASE
-from sweep.ledger import LedgerWriter, TrialRows, end_label, last_rows, metrics, read_rows
+from sweep.ledger import LedgerWriter, end_label, last_rows, metrics, read_rows
 from sweep.prices import Price
 from sweep.scheduler import CostPruner, allowance_usd, can_start, reserve_usd
 
@@ -114,32 +113,7 @@ class Planner:
 
     # -- the study ---------------------------------------------------------------------------
     def study(self) -> Any:
-        import optuna
-
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-        seed = self.cfg.seeds.sampler
-        if self.cfg.sampler in ("random", "grid"):  # grid: every point enqueued below, in a seeded order
-            sampler = optuna.samplers.RandomSampler(seed=seed)
-        else:
-            sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(4, len(self.cfg.initial) + 2))
-        storage = f"sqlite:///{(self.run_dir / 'study.db').resolve()}"
-        study = optuna.create_study(
-            storage=storage,
-            study_name="sweep",
-            directions=["minimize", "minimize"],
-            sampler=sampler,
-            load_if_exists=True,
-        )
-        with warnings.catch_warnings():  # experimental in Optuna, harmless here
-            warnings.simplefilter("ignore")
-            study.set_metric_names(["usd_to_target", "wall_to_target_s"])
-        if not study.trials:
-            for initial in self.cfg.initial:
-                study.enqueue_trial(initial, skip_if_exists=True)
-            if self.cfg.sampler == "grid":
-                for point in space.grid_points(self.cfg, seed):
-                    study.enqueue_trial(point, skip_if_exists=True)
-        return study
+        return study_store.open_study(self.cfg, self.run_dir)
 
     # -- accounting (all from ledger rows) -------------------------------------------------------
     def best_usd(self) -> float | None:
@@ -197,7 +171,7 @@ class Planner:
     # -- the loop --------------------------------------------------------------------------------
     def run(self) -> Any:
         study = self.study()
-        self._close_orphans(study)
+        study_store.close_orphans(study, self.rows, self.cfg, self.price, self.heartbeat_path, self._append_closed)
         self.confirming = any(r.get("phase") == "confirm" for r in self.rows)
         with LedgerWriter(self.ledger_path) as ledger:
             self.ledger = ledger
@@ -252,7 +226,7 @@ class Planner:
         """Whether the search may start another trial."""
         if self.stopping or self.closed or self.confirming:
             return False
-        started = _started(study) - len(self.unrun) - _confirmations(study)
+        started = study_store.started(study) - len(self.unrun) - study_store.confirmations(study)
         if started >= self.cfg.budget.max_trials:
             self.closed = f"trial limit ({self.cfg.budget.max_trials}) reached"
             return False
@@ -402,7 +376,7 @@ class Planner:
             self.stopping = f"study budget ${self.cfg.budget.usd:g} spent"
 
     def _finish(self, study: Any, run: Running, row: dict) -> None:
-        _tell_end(study, run.optuna_trial, run.rows, row, self.cfg.target.success)
+        study_store.tell_end(study, run.optuna_trial, run.rows, row, self.cfg.target.success)
         del self.running[run.number]
 
     def _fail_lost(self, study: Any, run: Running, reason: str, state: str = "failed") -> None:
@@ -415,7 +389,9 @@ class Planner:
         last = run.rows[-1] if run.rows else None
         seen = time.time()
         billable = (last["billable_s"] + (seen - last["wall_time"])) if last else (seen - run.started)
-        self._write(self._end_row(run.number, run.params, state, reason, billable, last, run.config))
+        self._write(
+            study_store.end_row(self.cfg, self.price, run.number, run.params, state, reason, billable, last, run.config)
+        )
         self._drop_checkpoint(run.number)
         run.optuna_trial.set_user_attr("state", state)
         run.optuna_trial.set_user_attr("reason", reason)
@@ -439,7 +415,9 @@ class Planner:
             trial.set_constraint(key, value)
         trial.set_user_attr("state", "pruned")
         trial.set_user_attr("reason", reason)
-        self._write(self._end_row(trial.number, params, "pruned", reason, 0.0, None, trial_cfg))
+        self._write(
+            study_store.end_row(self.cfg, self.price, trial.number, params, "pruned", reason, 0.0, None, trial_cfg)
+        )
         study.tell(trial, state=optuna.trial.TrialState.PRUNED)
 
     def _stop_running(self, study: Any, reason: str) -> None:
@@ -456,89 +434,10 @@ class Planner:
             else:
                 self._fail_lost(study, run, reason, state="capped")
 
-    def _close_orphans(self, study: Any) -> None:
-        """On resume: close the trials a dead driver left running in the study.
-
-        A trial whose end row reached the ledger is told that end. One stopped mid-way ends 'failed', billed
-        from its last row to the run's last sign of life (latest row, trial start or heartbeat); one with no row
-        yet (it died in start-up or compilation) ends 'failed', billed from its start to that moment.
-        """
-        import optuna
-
-        ends = last_rows(self.rows)
-        orphans = [t for t in study.trials if t.state == optuna.trial.TrialState.RUNNING]
-        alive = max(
-            [r["wall_time"] for r in self.rows if r.get("wall_time")]
-            + [t.datetime_start.timestamp() for t in study.trials if t.datetime_start is not None]
-            + ([self.heartbeat_path.stat().st_mtime] if self.heartbeat_path.exists() else []),
-            default=time.time(),
-        )
-        for frozen in orphans:
-            last = ends.get(frozen.number)
-            dispatched = frozen.user_attrs.get("trial_config")
-            if last is not None and last["state"] != "running":
-                rows = [r for r in self.rows if r["trial"] == frozen.number]
-                trial = optuna.trial.Trial(study, frozen._trial_id)
-                _tell_end(study, trial, rows, last, self.cfg.target.success)
-                continue
-            if last is not None:
-                # Billed to the run's last sign of life: the trial ran on at least until the driver last beat.
-                reason = f"{DRIVER_STOPPED} while the trial ran; billed to the driver's last sign of life"
-                billable = last["billable_s"] + max(0.0, alive - last["wall_time"])
-                end = self._end_row(frozen.number, last["params"], "failed", reason, billable, last, dispatched)
-            else:
-                started = frozen.datetime_start.timestamp() if frozen.datetime_start else alive
-                billable = max(0.0, alive - started)
-                reason = (
-                    f"{DRIVER_STOPPED} before the trial's first checkpoint; "
-                    "billed from its start to the run's last sign of life"
-                )
-                end = self._end_row(
-                    frozen.number,
-                    frozen.user_attrs.get("knobs", frozen.params),
-                    "failed",
-                    reason,
-                    billable,
-                    None,
-                    dispatched,
-                )
-            self._append_now(end)
-            self._drop_checkpoint(frozen.number)
-            study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
-
-    def _end_row(
-        self,
-        number: int,
-        params: dict,
-        state: str,
-        reason: str,
-        billable_s: float,
-        last: dict | None = None,
-        dispatched: dict[str, Any] | None = None,
-    ) -> dict:
-        """The end row of a trial the planner closes itself: the progress of its ``last`` row (if any),
-        billed ``billable_s`` seconds, the time no phase claimed counted as 'other'; its seed, phase and baseline
-        mark from the TrialConfig it was ``dispatched`` with (a search trial's seed by the counter if unknown)."""
-        d = dispatched or {}
-        rows = TrialRows(
-            self.cfg.run_id,
-            number,
-            params,
-            int(d.get("seed", number + self.cfg.seeds.training)),
-            self.price.usd_per_hour,
-            self.price.label,
-            str(d.get("phase", "search")),
-            bool(d.get("baseline", False)),
-        )
-        row = rows.row(state, {**(last or {}), "billable_s": billable_s, "checkpoint": self._kept(last)}, reason)
-        unclaimed = billable_s - (last["billable_s"] if last else 0.0)
-        if unclaimed > 0:
-            row.phases_s["other"] = row.phases_s.get("other", 0.0) + unclaimed
-        return row.__dict__
-
-    def _kept(self, last: dict | None) -> str:
-        """The checkpoint an end row the planner writes still has on disk (none once dropped)."""
-        return (last or {}).get("checkpoint", "") if self.cfg.checkpoints == "all" else ""
+    def _append_closed(self, row: dict) -> None:
+        """An end row the planner wrote for an orphan of a dead driver: in the ledger now, its files dropped."""
+        self._append_now(row)
+        self._drop_checkpoint(int(row["trial"]))
 
     def _drop_checkpoint(self, number: int) -> None:
         """A trial the planner closed itself (its worker or the driver died) never reached the target: with
@@ -562,39 +461,6 @@ class Planner:
     def _write(self, row: dict) -> None:
         self.ledger.append(row)
         self.rows.append(row)
-
-
-def _tell_end(study: Any, trial: Any, rows: list[dict], end: dict, target: float) -> None:
-    """Tell Optuna how a trial ended, from its ledger rows: reached -> its costs; pruned -> PRUNED;
-    capped or failed by its own fault -> its cost so far, marked infeasible by its success gap."""
-    import optuna
-
-    m = metrics(end)
-    best_success = max((r["success"] for r in rows if r.get("success") is not None), default=0.0)
-    trial.set_user_attr("state", end["state"])
-    trial.set_user_attr("reason", end.get("reason", ""))
-    gap = max(0.0, target - best_success)
-    if end["state"] == "reached":
-        trial.set_constraint("success_gap", 0.0)
-        study.tell(trial, [m["usd"], m["wall_s"]])
-    elif end["state"] == "pruned":
-        trial.set_constraint("success_gap", max(gap, 1e-6))
-        study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-    else:
-        trial.set_constraint("success_gap", max(gap, 1e-6) + (1.0 if end["state"] == "failed" else 0.0))
-        study.tell(trial, [m["usd"], m["wall_s"]])
-
-
-def _started(study: Any) -> int:
-    """Trials asked for so far (enqueued ones still waiting are not)."""
-    import optuna
-
-    return sum(t.state != optuna.trial.TrialState.WAITING for t in study.get_trials(deepcopy=False))
-
-
-def _confirmations(study: Any) -> int:
-    """Trials of the confirmation phase (they do not count towards ``budget.max_trials``)."""
-    return sum(t.user_attrs.get("phase") == "confirm" for t in study.get_trials(deepcopy=False))
 
 
 def _plain(cfg: Any) -> dict[str, Any]:

@@ -2,11 +2,11 @@
 
 A trial that meets an env shape (``num_envs``, backend knobs) its worker has not built yet compiles it: 15-20 s
 on an H200 cold, a few seconds from the persistent cache (``compile_cache`` flag). On a GPU machine
-``sweep.run`` starts ``python -m sweep.precompile`` beside the workers: it builds and warms one env per shape the
-study may need (XLA compiles on the host CPU, idle while the GPU trains) and trains nothing. Its seconds overlap
-the trials' billed seconds on the same machine, so they are not billed again; it runs at a lower priority
-(niceness 10) than the trials, and a trial it still slows pays that in its own bill. It writes one JSON line
-per shape (seconds, num_envs, knobs) to ``precompile.jsonl`` in the run folder.
+``sweep.run`` starts ``python -m sweep.precompile`` beside the workers (up to 4 side by side, see :func:`jobs`):
+they build and warm one env per shape the study may need (XLA compiles on the host CPU, idle while the GPU trains)
+and train nothing. Their seconds overlap the trials' billed seconds on the same machine, so they are not billed
+again; they run at a lower priority (niceness 10) than the trials, and a trial they still slow pays that in its
+own bill. Each writes one JSON line per shape (seconds, num_envs, knobs) to ``precompile.jsonl`` in the run folder.
 
 CLI (started by ``sweep.run``): ``python -m sweep.precompile <plan.json>``.
 """
@@ -86,31 +86,45 @@ def wanted(cfg: RunConfig, has_gpu: bool) -> bool:
     return has_gpu and cached and get_backend(cfg.backend).xla_cache
 
 
-def start(cfg: RunConfig, run_dir: Path, profile: str, has_gpu: bool) -> subprocess.Popen | None:
-    """Start the compiling process for this study (None when it is not wanted); stop it with :func:`stop`."""
+def jobs(cpus: int | None = None) -> int:
+    """Compiling processes to run side by side: one per 4 host cores, at most 4 (XLA compiles a shape on about
+    one core; the trials' own Python threads keep the rest)."""
+    return max(1, min(4, (cpus if cpus is not None else os.cpu_count() or 1) // 4))
+
+
+def start(cfg: RunConfig, run_dir: Path, profile: str, has_gpu: bool) -> list[subprocess.Popen]:
+    """Start the compiling processes for this study (none when not wanted), each with every :func:`jobs`-th shape
+    of the plan, so the shapes first needed are compiled first and side by side; stop them with :func:`stop`."""
     from sweep.backends import get_backend
 
     if not wanted(cfg, has_gpu):
-        return None
-    backend = get_backend(cfg.backend)
-    plan = {
-        "backend": cfg.backend,
-        "profile": profile,
-        "device": cfg.device,
-        "shapes": shapes(cfg, backend.knobs),
-        "out": str(run_dir / "precompile.jsonl"),
-    }
-    plan_path = run_dir / "precompile_plan.json"
-    plan_path.write_text(json.dumps(plan))
+        return []
+    planned = shapes(cfg, get_backend(cfg.backend).knobs)
+    n = jobs()
     env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
-    log = open(run_dir / "precompile.log", "ab")  # noqa: SIM115 - the child keeps it open
-    return subprocess.Popen([sys.executable, "-m", "sweep.precompile", str(plan_path)], stdout=log, stderr=log, env=env)
+    log = open(run_dir / "precompile.log", "ab")  # noqa: SIM115 - the children keep it open
+    procs = []
+    for i in range(min(n, len(planned))):
+        plan = {
+            "backend": cfg.backend,
+            "profile": profile,
+            "device": cfg.device,
+            "shapes": planned[i::n],
+            "out": str(run_dir / "precompile.jsonl"),
+        }
+        plan_path = run_dir / f"precompile_plan{i}.json"
+        plan_path.write_text(json.dumps(plan))
+        cmd = [sys.executable, "-m", "sweep.precompile", str(plan_path)]
+        procs.append(subprocess.Popen(cmd, stdout=log, stderr=log, env=env))
+    return procs
 
 
-def stop(proc: subprocess.Popen | None) -> None:
-    """End the compiling process (the study is over: what it has not compiled yet is not needed)."""
-    if proc is not None and proc.poll() is None:
-        proc.terminate()
+def stop(procs: list[subprocess.Popen]) -> None:
+    """End the compiling processes (the study is over: what they have not compiled yet is not needed)."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
         try:
             proc.wait(10)
         except subprocess.TimeoutExpired:
@@ -133,7 +147,7 @@ def main(argv: list[str]) -> int:
             env.warm_up()
             env.close()
             line = {"num_envs": num_envs, "knobs": knobs, "seconds": time.perf_counter() - t0}
-            out.write(json.dumps(line) + "\n")
+            out.write(json.dumps(line) + "\n")  # one short line per write: the processes' lines do not interleave
             out.flush()
     return 0
 

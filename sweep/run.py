@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from sweep import config as config_mod
+from sweep import validation
 from sweep.cli import safe_print
 from sweep.errors import ConfigError, SweepError
 
@@ -54,16 +55,16 @@ def prepare(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool]:
             )
         cfg = config_mod.compose(saved, overrides, str(run_dir / "config.yaml"), has_gpu)
         check_study(run_dir)
-        return config_mod.validate(replace(cfg, resume=str(run_dir)), cli_keys=overrides), run_dir, True
+        return validation.validate(replace(cfg, resume=str(run_dir)), cli_keys=overrides), run_dir, True
     space = str(overrides.pop("space", "locomotion"))
     cfg = config_mod.load(space, overrides, has_gpu)
     narrowed = any(key == "knobs" or key.startswith("knobs.") for key in overrides)
     if narrowed and "initial" not in overrides:  # knobs narrowed on the command line: the space's design follows
-        cfg, notes = config_mod.drop_unfit_initial(cfg)
+        cfg, notes = validation.drop_unfit_initial(cfg)
         for note in notes:
             safe_print(f"sweep: {note}", file=sys.stderr)
     cfg = replace(cfg, run_id=cfg.run_id or time.strftime("%Y%m%d-%H%M%S"))
-    cfg = config_mod.validate(cfg, cli_keys=overrides)
+    cfg = validation.validate(cfg, cli_keys=overrides)
     run_dir = Path(cfg.out) / cfg.run_id
     if (run_dir / "study.db").exists():
         raise ConfigError(f"run_id={cfg.run_id}: {run_dir} already holds a run; continue it with resume={run_dir}")
@@ -195,7 +196,7 @@ def main(argv: list[str]) -> int:
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, on_sigint)
-    compiling = None
+    compiling: list = []
     try:
         wait_ready(pool)
         safe_print(f"sweep: {pool.size} worker(s) ({'one per GPU' if has_gpu else 'CPU slots'})", flush=True)

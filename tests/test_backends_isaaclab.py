@@ -18,7 +18,7 @@ import torch
 import yaml
 from tensordict import TensorDict
 
-from sweep import config, space
+from sweep import config, space, validation
 from sweep.backends import get_backend
 from sweep.backends import isaaclab as il
 from sweep.backends import isaaclab_cfg as ilc
@@ -189,7 +189,7 @@ def test_task_ids_come_from_the_registry_and_a_2x_id_names_its_3_0_id() -> None:
     with pytest.raises(ConfigError, match="not an Isaac Lab task id"):
         backend.check_profile("cpu")
     with pytest.raises(ConfigError, match=f"registers it as {FLAT}"):
-        config.validate(config.load("anymal_d_flat", {"profile": OLD_FLAT}, has_gpu=True))
+        validation.validate(config.load("anymal_d_flat", {"profile": OLD_FLAT}, has_gpu=True))
     assert not isaac_modules_loaded()
 
 
@@ -460,7 +460,7 @@ def test_export_without_isaac_only_knobs_sets_only_the_scene() -> None:
 
 
 def test_the_anymal_space_validates_without_isaac_lab() -> None:
-    cfg = config.validate(config.load("anymal_d_flat", {}, has_gpu=True))
+    cfg = validation.validate(config.load("anymal_d_flat", {}, has_gpu=True))
     assert cfg.backend == "isaaclab" and cfg.profile == FLAT
     options = ilc.check_knobs(cfg.backend_options)
     assert options["physics_preset"] == "newton_mjwarp" and options["asset_root"] is None
@@ -476,7 +476,7 @@ def test_sweep_run_stops_before_starting_anything_without_isaac_lab(monkeypatch)
     from sweep import run
 
     monkeypatch.setattr(il, "_find_spec", lambda name: None)
-    cfg = config.validate(config.load("anymal_d_flat", {}, has_gpu=True))
+    cfg = validation.validate(config.load("anymal_d_flat", {}, has_gpu=True))
     with pytest.raises(MissingExtraError, match=r"pip install isaaclab==3\.0\.0"):
         run.resolve_runtime(cfg, has_gpu=False)
     cfg = replace(cfg, workers=replace(cfg.workers, address="auto"))  # a cluster: its workers, not this driver, need it

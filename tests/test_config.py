@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from sweep import config, run
+from sweep import config, run, validation
 from sweep.errors import ConfigError
 
 
 def test_knobs_narrowed_on_the_command_line_drop_the_initial_entries_they_exclude(tmp_path: Path) -> None:
     cfg, _, _ = run.prepare(["space=locomotion", "knobs.num_envs=[128]", f"out={tmp_path}"])
     assert cfg.knobs.num_envs == [128] and cfg.initial == []  # the CPU design's 256 envs no longer fit
-    kept, notes = config.drop_unfit_initial(config.load("locomotion", {}, has_gpu=True))
+    kept, notes = validation.drop_unfit_initial(config.load("locomotion", {}, has_gpu=True))
     assert notes == [] and len(kept.initial) == 3
 
 
@@ -24,10 +24,10 @@ def test_an_initial_design_given_on_the_command_line_must_fit_the_knobs(tmp_path
 
 
 def test_a_space_file_naming_an_unknown_knob_in_its_design_is_still_rejected() -> None:
-    cfg, notes = config.drop_unfit_initial(config.load("locomotion", {"initial": [{"num_env": 64}]}, has_gpu=False))
+    cfg, notes = validation.drop_unfit_initial(config.load("locomotion", {"initial": [{"num_env": 64}]}, has_gpu=False))
     assert notes == []
     with pytest.raises(ConfigError, match=r"initial\[0\]\.num_env: unknown knob"):
-        config.validate(cfg)
+        validation.validate(cfg)
 
 
 def test_the_search_spaces_ship_inside_the_package(tmp_path, monkeypatch) -> None:
@@ -101,7 +101,7 @@ def test_the_shipped_gpu_spaces_confirm_against_their_first_initial_entry_stock_
     from sweep.contract import config_key
 
     for name in ("locomotion", "anymal_d_flat"):
-        cfg = config.validate(config.load(name, {}, has_gpu=True))
+        cfg = validation.validate(config.load(name, {}, has_gpu=True))
         assert cfg.confirm.seeds == 3 and cfg.confirm.top == 2
         base = space.baseline_params(cfg)
         assert (base["num_envs"], base["num_steps_per_env"]) == (4096, 24)
@@ -113,10 +113,10 @@ def test_the_shipped_gpu_spaces_confirm_against_their_first_initial_entry_stock_
 
 def test_a_confirmation_baseline_must_name_a_knob_the_space_leaves_open(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"confirm.baseline.num_envs: the space has several choices"):
-        config.validate(config.load("locomotion", {"confirm.baseline.num_envs": None}, has_gpu=True))
+        validation.validate(config.load("locomotion", {"confirm.baseline.num_envs": None}, has_gpu=True))
     with pytest.raises(
         ConfigError, match=r"command line: confirm.baseline.flags: unknown flag\(s\) \[.fused_optimizr.\]"
     ):
         run.prepare(["space=locomotion", "confirm.baseline.flags.fused_optimizr=true", f"out={tmp_path}"])
     with pytest.raises(ConfigError, match=r"confirm.budget_share: must be in \[0, 1\)"):
-        config.validate(config.load("locomotion", {"confirm.budget_share": 1.0}, has_gpu=True))
+        validation.validate(config.load("locomotion", {"confirm.budget_share": 1.0}, has_gpu=True))

@@ -8,7 +8,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from sweep import config, confirm, evidence, summary
+from sweep import config, confirm, evidence, summary, validation
 from sweep.errors import ConfigError
 from sweep.evaluation import EVAL_SEED_BASE
 from sweep.ledger import last_rows, metrics, read_rows
@@ -38,7 +38,7 @@ def make_cfg(tmp_path: Path, costs: dict, compile_s: float = 0.0, **over) -> con
         "initial": [{"num_envs": e, "num_steps_per_env": h} for e, h in (A, B, C, D)],
         "confirm": {"seeds": 3, "top": 2, "baseline": {"num_envs": D[0], "num_steps_per_env": D[1]}},
     }
-    return config.validate(config.compose(data, over, "test", has_gpu=False))
+    return validation.validate(config.compose(data, over, "test", has_gpu=False))
 
 
 def by_config(rows: list[dict]) -> dict[tuple[int, int], list[dict]]:

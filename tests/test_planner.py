@@ -9,7 +9,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from sweep import checkpoints, config, space
+from sweep import checkpoints, config, space, validation
 from sweep.errors import ConfigError
 from sweep.inline import InlinePool
 from sweep.ledger import LedgerWriter, Row, last_rows, read_rows
@@ -39,7 +39,7 @@ def make_cfg(tmp_path: Path, **over) -> config.RunConfig:
         "sampler": "random",
         "run_id": "t",
     }
-    return config.validate(config.compose(data, over, "test", has_gpu=False))
+    return validation.validate(config.compose(data, over, "test", has_gpu=False))
 
 
 def planner(cfg: config.RunConfig, run_dir: Path, pool=None) -> Planner:

@@ -8,13 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sweep import config, precompile
+from sweep import config, precompile, validation
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_plan_covers_every_size_and_donation_choice_in_the_order_trials_meet_them() -> None:
-    cfg = config.validate(config.load("locomotion", {}, has_gpu=True))
+    cfg = validation.validate(config.load("locomotion", {}, has_gpu=True))
     found = precompile.shapes(cfg, ("buffer_donation",))
     off, on = {"buffer_donation": False}, {"buffer_donation": True}
     every = [(n, k) for n in sorted({*cfg.knobs.num_envs, cfg.target.eval_episodes}) for k in (off, on)]
@@ -25,6 +25,31 @@ def test_the_plan_covers_every_size_and_donation_choice_in_the_order_trials_meet
     distance = [abs(n - 4096) for n, _ in found[3:]]
     assert distance == sorted(distance)  # then the sizes nearest the first trial's first
     assert not precompile.wanted(cfg, has_gpu=False)  # on CPU it would take the trials' cores
+
+
+def test_the_plan_is_shared_among_side_by_side_processes_first_shapes_first(tmp_path: Path, monkeypatch) -> None:
+    assert [precompile.jobs(c) for c in (1, 2, 8, 16, 128)] == [1, 1, 2, 4, 4]
+    started: list[list[str]] = []
+
+    class Recorder:
+        def __init__(self, cmd: list[str], **_: object) -> None:
+            started.append(cmd)
+
+        def poll(self) -> int:
+            return 0
+
+        def wait(self, timeout: float) -> int:
+            return 0
+
+    monkeypatch.setattr(precompile.subprocess, "Popen", Recorder)
+    monkeypatch.setattr(precompile, "jobs", lambda: 3)
+    cfg = validation.validate(config.load("locomotion", {}, has_gpu=True))
+    procs = precompile.start(cfg, tmp_path, "gpu", has_gpu=True)
+    planned = [[n, k] for n, k in precompile.shapes(cfg, ("buffer_donation",))]
+    plans = [json.loads(Path(cmd[-1]).read_text())["shapes"] for cmd in started]
+    assert len(procs) == 3 and plans == [planned[i::3] for i in range(3)]  # each starts with one of the first three
+    precompile.stop(procs)
+    assert precompile.start(cfg, tmp_path, "gpu", has_gpu=False) == []
 
 
 def test_a_precompiled_shape_is_a_cache_hit_in_a_later_process(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from sweep import config as config_mod
+from sweep import validation
 from sweep.config import Workers
 from sweep.ledger import last_rows, read_rows
 from sweep.planner import Planner
@@ -47,7 +48,7 @@ def test_trials_run_on_both_nodes_of_a_two_node_cluster(tmp_path: Path) -> None:
         data = yaml.safe_load(space_file(tmp_path).read_text())
         data["workers"] = {"num": 2, "cpus_per_trial": 1, "address": cluster.address}
         data["budget"]["max_trials"] = 6
-        cfg = config_mod.validate(config_mod.compose({**data, "run_id": "two-nodes"}, {}, "test", has_gpu=False))
+        cfg = validation.validate(config_mod.compose({**data, "run_id": "two-nodes"}, {}, "test", has_gpu=False))
         pool = WorkerPool(cfg.workers, use_gpu=False)
         assert len(set(pool.nodes())) == 2  # one actor per node
         run_dir = tmp_path / "run"
