@@ -6,7 +6,8 @@ on an H200 cold, a few seconds from the persistent cache (``compile_cache`` flag
 they build and warm one env per shape the study may need (XLA compiles on the host CPU, idle while the GPU trains)
 and train nothing. Their seconds overlap the trials' billed seconds on the same machine, so they are not billed
 again; they run at a lower priority (niceness 10) than the trials, and a trial they still slow pays that in its
-own bill. Each writes one JSON line per shape (seconds, num_envs, knobs) to ``precompile.jsonl`` in the run folder.
+own bill. Each writes one JSON line per shape (num_envs, knobs, seconds, and ``at``: when it was ready, Unix s)
+to ``precompile.jsonl`` in the run folder.
 
 CLI (started by ``sweep.run``): ``python -m sweep.precompile <plan.json>``.
 """
@@ -92,15 +93,16 @@ def jobs(cpus: int | None = None) -> int:
     return max(1, min(4, (cpus if cpus is not None else os.cpu_count() or 1) // 4))
 
 
-def start(cfg: RunConfig, run_dir: Path, profile: str, has_gpu: bool) -> list[subprocess.Popen]:
-    """Start the compiling processes for this study (none when not wanted), each with every :func:`jobs`-th shape
-    of the plan, so the shapes first needed are compiled first and side by side; stop them with :func:`stop`."""
+def start(cfg: RunConfig, run_dir: Path, profile: str, has_gpu: bool, n: int | None = None) -> list[subprocess.Popen]:
+    """Start ``n`` (default :func:`jobs`) compiling processes for this study (none when not wanted), each with every
+    ``n``-th shape of the plan, so the shapes first needed are compiled first and side by side; stop them with
+    :func:`stop`."""
     from sweep.backends import get_backend
 
     if not wanted(cfg, has_gpu):
         return []
     planned = shapes(cfg, get_backend(cfg.backend).knobs)
-    n = jobs()
+    n = n or jobs()
     env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
     log = open(run_dir / "precompile.log", "ab")  # noqa: SIM115 - the children keep it open
     procs = []
@@ -146,7 +148,7 @@ def main(argv: list[str]) -> int:
             env = backend.make_env(int(num_envs), SEED, device, plan["profile"], **knobs)
             env.warm_up()
             env.close()
-            line = {"num_envs": num_envs, "knobs": knobs, "seconds": time.perf_counter() - t0}
+            line = {"num_envs": num_envs, "knobs": knobs, "seconds": time.perf_counter() - t0, "at": time.time()}
             out.write(json.dumps(line) + "\n")  # one short line per write: the processes' lines do not interleave
             out.flush()
     return 0
