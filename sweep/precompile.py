@@ -28,6 +28,8 @@ from sweep.config import RunConfig
 
 #: Seed of the envs built here (a training-range seed; nothing is trained or evaluated with them).
 SEED = 0
+#: The longest a later process waits for the first one's first shape before it starts anyway (s).
+STAGGER_MAX_S = 120.0
 
 
 def backend_variants(cfg: RunConfig, backend_knobs: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -96,7 +98,8 @@ def jobs(cpus: int | None = None) -> int:
 def start(cfg: RunConfig, run_dir: Path, profile: str, has_gpu: bool, n: int | None = None) -> list[subprocess.Popen]:
     """Start ``n`` (default :func:`jobs`) compiling processes for this study (none when not wanted), each with every
     ``n``-th shape of the plan, so the shapes first needed are compiled first and side by side; stop them with
-    :func:`stop`."""
+    :func:`stop`. All but the first wait until the first has built its shape (the first trial's panel): while the
+    first trial compiles cold, one process beside it, not ``n``."""
     from sweep.backends import get_backend
 
     if not wanted(cfg, has_gpu):
@@ -105,6 +108,8 @@ def start(cfg: RunConfig, run_dir: Path, profile: str, has_gpu: bool, n: int | N
     n = n or jobs()
     env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
     log = open(run_dir / "precompile.log", "ab")  # noqa: SIM115 - the children keep it open
+    out = run_dir / "precompile.jsonl"
+    ready = len(out.read_text().splitlines()) if out.exists() else 0  # lines of an earlier call (a resume)
     procs = []
     for i in range(min(n, len(planned))):
         plan = {
@@ -112,7 +117,8 @@ def start(cfg: RunConfig, run_dir: Path, profile: str, has_gpu: bool, n: int | N
             "profile": profile,
             "device": cfg.device,
             "shapes": planned[i::n],
-            "out": str(run_dir / "precompile.jsonl"),
+            "out": str(out),
+            "wait_for_lines": ready + 1 if i > 0 else 0,
         }
         plan_path = run_dir / f"precompile_plan{i}.json"
         plan_path.write_text(json.dumps(plan))
@@ -133,6 +139,15 @@ def stop(procs: list[subprocess.Popen]) -> None:
             proc.kill()
 
 
+def wait_for(path: Path, lines: int, poll_s: float = 1.0, max_s: float = STAGGER_MAX_S) -> None:
+    """Return once ``path`` holds ``lines`` lines (another process's shapes), or after ``max_s`` seconds."""
+    deadline = time.monotonic() + max_s
+    while lines > 0 and time.monotonic() < deadline:
+        if path.exists() and len(path.read_text().splitlines()) >= lines:
+            return
+        time.sleep(poll_s)
+
+
 def main(argv: list[str]) -> int:
     """Build and warm every shape of the plan in turn, one JSON line each."""
     from sweep.backends import get_backend
@@ -142,6 +157,7 @@ def main(argv: list[str]) -> int:
     perf.enable_compile_cache()
     backend = get_backend(plan["backend"])
     device = resolve_device(plan["device"])
+    wait_for(Path(plan["out"]), int(plan.get("wait_for_lines", 0)))
     with open(plan["out"], "a") as out:
         for num_envs, knobs in plan["shapes"]:
             t0 = time.perf_counter()

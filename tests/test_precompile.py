@@ -46,10 +46,29 @@ def test_the_plan_is_shared_among_side_by_side_processes_first_shapes_first(tmp_
     cfg = validation.validate(config.load("locomotion", {}, has_gpu=True))
     procs = precompile.start(cfg, tmp_path, "gpu", has_gpu=True)
     planned = [[n, k] for n, k in precompile.shapes(cfg, ("buffer_donation",))]
-    plans = [json.loads(Path(cmd[-1]).read_text())["shapes"] for cmd in started]
-    assert len(procs) == 3 and plans == [planned[i::3] for i in range(3)]  # each starts with one of the first three
+    plans = [json.loads(Path(cmd[-1]).read_text()) for cmd in started]
+    assert len(procs) == 3 and [p["shapes"] for p in plans] == [planned[i::3] for i in range(3)]
+    # each starts with one of the first three shapes; all but the first once the first has built its own
+    assert [p["wait_for_lines"] for p in plans] == [0, 1, 1]
     precompile.stop(procs)
     assert precompile.start(cfg, tmp_path, "gpu", has_gpu=False) == []
+    out = tmp_path / "precompile.jsonl"
+    out.write_text('{"num_envs": 256}\n')  # an earlier call's line (a resume): the later ones wait for a new one
+    started.clear()
+    precompile.start(cfg, tmp_path, "gpu", has_gpu=True)
+    assert [json.loads(Path(cmd[-1]).read_text())["wait_for_lines"] for cmd in started] == [0, 2, 2]
+
+
+def test_a_later_process_waits_for_the_first_ones_line_but_not_forever(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    out = tmp_path / "precompile.jsonl"
+    threading.Timer(0.3, lambda: out.write_text('{"num_envs": 256}\n')).start()
+    t0 = time.monotonic()
+    precompile.wait_for(out, 1, poll_s=0.05, max_s=60.0)
+    assert out.exists() and time.monotonic() - t0 < 60.0  # returned once the line came, before the deadline
+    precompile.wait_for(tmp_path / "never.jsonl", 1, poll_s=0.05, max_s=0.2)  # returns at the deadline
 
 
 def test_a_precompiled_shape_is_a_cache_hit_in_a_later_process(tmp_path: Path) -> None:
