@@ -1,0 +1,41 @@
+"""The rows the planner writes for trials it closes itself, and how an end is told to Optuna."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+
+from sweep import config, study_store, validation
+from sweep.prices import resolve
+
+PRICE = resolve("custom", usd_per_hour=3600.0)  # $1 per billable second
+
+
+def test_an_end_row_bills_the_seconds_no_phase_claimed_as_other_and_keeps_its_seed_and_phase() -> None:
+    cfg = validation.validate(config.load("locomotion", {}, has_gpu=False))
+    last = {"iteration": 40, "billable_s": 10.0, "phases_s": {"sim": 8.0, "eval": 2.0}, "checkpoint": "trials/3/c.pt"}
+    dispatched = {"seed": 9, "phase": "confirm", "baseline": True}
+    end = study_store.end_row(cfg, PRICE, 3, {"num_envs": 256}, "failed", "worker lost", 14.5, last, dispatched)
+    assert end["billable_s"] == 14.5 and end["phases_s"] == {"sim": 8.0, "eval": 2.0, "other": 4.5}
+    assert (end["seed"], end["phase"], end["baseline"], end["iteration"]) == (9, "confirm", True, 40)
+    assert end["checkpoint"] == "trials/3/c.pt"  # checkpoints: all keeps it on disk
+    dropped = validation.validate(config.load("locomotion", {"checkpoints": "reached"}, has_gpu=False))
+    assert study_store.end_row(dropped, PRICE, 3, {}, "failed", "", 14.5, last)["checkpoint"] == ""
+    unknown = study_store.end_row(cfg, PRICE, 3, {}, "pruned", "repeat", 0.0)  # told without running
+    assert unknown["billable_s"] == 0.0 and unknown["seed"] == 3 + cfg.seeds.training and unknown["phase"] == "search"
+
+
+def test_an_end_is_told_as_its_state_says(tmp_path: Path) -> None:
+    cfg = validation.validate(config.load("locomotion", {}, has_gpu=False))
+    study = optuna.create_study(directions=["minimize", "minimize"], storage=f"sqlite:///{tmp_path / 's.db'}")
+    rows = [{"success": 0.5}, {"success": 0.7}]
+    for state in ("reached", "capped", "failed", "pruned"):
+        end = study_store.end_row(cfg, PRICE, 0, {}, state, "", 20.0, {"billable_s": 20.0, "phases_s": {"sim": 20.0}})
+        study_store.tell_end(study, study.ask(), rows, end, 0.9)
+    reached, capped, failed, pruned = study.trials
+    assert reached.state == optuna.trial.TrialState.COMPLETE and reached.constraints == {"success_gap": 0.0}
+    gap = 0.9 - 0.7  # the best pass's distance to the target; a failure by its own fault is ranked worse still
+    assert capped.values is not None and abs(capped.constraints["success_gap"] - gap) < 1e-9
+    assert abs(failed.constraints["success_gap"] - (gap + 1.0)) < 1e-9
+    assert pruned.state == optuna.trial.TrialState.PRUNED
