@@ -5,12 +5,7 @@ budget reservations come from :mod:`sweep.scheduler`; the study budget counts ev
 the sampler proposes again while others remain untried is not paid for twice: it is told PRUNED at
 no cost, like a config that breaks a constraint.
 
-How trials are told to Optuna (so none is lost to the sampler):
-- reached: COMPLETE with (usd, wall) to target, feasible;
-- capped or failed by its own fault (divergence, out of memory): COMPLETE with the cost spent and a
-  positive ``success_gap`` constraint (infeasible, ranked by how close it came);
-- pruned, and told without running (infeasible, a repeat): PRUNED with the constraint;
-- lost to infrastructure (worker or driver died): FAIL.
+How each trial's end is told to Optuna, so that none is lost to the sampler: :mod:`sweep.study_store`.
 
 With ``confirm.seeds`` > 1 the study has two phases (the ledger's ``phase``): the search above, which keeps
 ``confirm.budget_share`` of the budget uncommitted, then the confirmation of :mod:`sweep.confirm`: the search's best
@@ -24,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +54,11 @@ class Running:
     @property
     def phase(self) -> str:
         return str(self.config.get("phase", "search"))
+
+    def placeholder(self) -> dict[str, Any]:
+        """A 'running' row of its config, for a trial that has sent no row yet."""
+        row = {"trial": self.number, "state": "running", "params": self.params, "billable_s": 0.0}
+        return {**row, "seed": self.config.get("seed"), "phase": self.phase}
 
 
 class Planner:
@@ -111,10 +111,6 @@ class Planner:
         """Why the confirmation is over; empty while it goes on."""
         self._finalists: list[confirm.Finalist] | None = None
 
-    # -- the study ---------------------------------------------------------------------------
-    def study(self) -> Any:
-        return study_store.open_study(self.cfg, self.run_dir)
-
     # -- accounting (all from ledger rows) -------------------------------------------------------
     def best_usd(self) -> float | None:
         """The best known cost to target on equal terms (start-up and compilation left out): what the pruner
@@ -160,17 +156,14 @@ class Planner:
 
     def state_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
-        for t, r in last_rows(self.rows).items():
+        for t, r in self._dispatched().items():
             state = "running" if t in self.running else end_label(r)
             counts[state] = counts.get(state, 0) + 1
-        for t in self.running:
-            if t not in last_rows(self.rows):
-                counts["running"] = counts.get("running", 0) + 1
         return counts
 
     # -- the loop --------------------------------------------------------------------------------
     def run(self) -> Any:
-        study = self.study()
+        study = study_store.open_study(self.cfg, self.run_dir)
         study_store.close_orphans(study, self.rows, self.cfg, self.price, self.heartbeat_path, self._append_closed)
         self.confirming = any(r.get("phase") == "confirm" for r in self.rows)
         with LedgerWriter(self.ledger_path) as ledger:
@@ -269,14 +262,14 @@ class Planner:
             )
             found = space.violations(params, self.cfg, self.control_dt_s, self.price.memory_gib)
             if any(v > 0 for v in found.values()):
-                self._tell_unrun(study, trial, knobs, space.infeasible_reason(found), found, _plain(trial_cfg))
+                self._tell_unrun(study, trial, knobs, space.infeasible_reason(found), found, asdict(trial_cfg))
                 continue
             key = config_key(knobs)
             if key in self.tried and repeats < MAX_REPEATS:
                 # The sampler proposed a config already run while others remain untried: no new evidence.
                 repeats += 1
                 self._tell_unrun(
-                    study, trial, knobs, f"{DUPLICATE}: this config already ran", {"repeat": 1.0}, _plain(trial_cfg)
+                    study, trial, knobs, f"{DUPLICATE}: this config already ran", {"repeat": 1.0}, asdict(trial_cfg)
                 )
                 continue
             self.tried.add(key)
@@ -285,10 +278,10 @@ class Planner:
     def _dispatch(self, trial: Any, trial_cfg: Any, allowance: float) -> None:
         """Send a trial to the pool, its config kept in the study first (for a trial that dies before its first row)."""
         knobs = trial_params(trial_cfg)
-        trial.set_user_attr("trial_config", _plain(trial_cfg))
+        trial.set_user_attr("trial_config", asdict(trial_cfg))
         trial.set_user_attr("knobs", knobs)  # the ledger's params, for a trial that dies before its first row
         trial.set_user_attr("phase", trial_cfg.phase)
-        self.running[trial.number] = Running(trial.number, trial, knobs, allowance=allowance, config=_plain(trial_cfg))
+        self.running[trial.number] = Running(trial.number, trial, knobs, allowance=allowance, config=asdict(trial_cfg))
         # An absolute folder: a worker's working directory need not be the driver's.
         node = self.pool.submit(trial.number, trial_cfg, self.cfg.run_id, self.price, str(self.run_dir.resolve()))
         trial.set_user_attr("node", node)
@@ -332,18 +325,7 @@ class Planner:
 
     def _dispatched(self) -> dict[int, dict]:
         """Every dispatched trial's latest row; a running trial with no row yet as a 'running' row of its config."""
-        ends = dict(last_rows(self.rows))
-        for number, run in self.running.items():
-            if number not in ends:
-                ends[number] = {
-                    "trial": number,
-                    "state": "running",
-                    "params": run.params,
-                    "seed": run.config.get("seed"),
-                    "phase": run.phase,
-                    "billable_s": 0.0,
-                }
-        return ends
+        return {**{n: run.placeholder() for n, run in self.running.items()}, **last_rows(self.rows)}
 
     def _collect(self, study: Any) -> None:
         for row in self.pool.drain_rows():
@@ -461,12 +443,6 @@ class Planner:
     def _write(self, row: dict) -> None:
         self.ledger.append(row)
         self.rows.append(row)
-
-
-def _plain(cfg: Any) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    return asdict(cfg)
 
 
 __all__ = ["Planner"]

@@ -4,6 +4,13 @@ The planner owns the study; this module holds what it tells Optuna and the end r
 closes itself (a lost worker, a dead driver, a proposal told without running), so that no trial is lost to the
 sampler and none goes unbilled in the ledger. A row always reaches the ledger before Optuna is told: a crash
 between the two leaves a trial that the next resume closes from its row.
+
+How an end is told (:func:`tell_end`, :func:`close_orphans`, and the planner for proposals it does not run):
+- reached: COMPLETE with (usd, wall) to target, feasible;
+- capped or failed by its own fault (divergence, out of memory): COMPLETE with the cost spent and a
+  positive ``success_gap`` constraint (infeasible, ranked by how close it came);
+- pruned, and told without running (infeasible, a repeat): PRUNED with the constraint;
+- lost to infrastructure (worker or driver died): FAIL.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from sweep import checkpoints, config, space, validation
+from sweep import checkpoints, config, space, study_store, validation
 from sweep.errors import ConfigError
 from sweep.inline import InlinePool
 from sweep.ledger import LedgerWriter, Row, last_rows, read_rows
@@ -75,7 +75,8 @@ def test_a_space_with_no_feasible_config_is_a_config_error(tmp_path: Path) -> No
 def test_resume_keeps_an_end_that_reached_the_ledger_before_the_crash(tmp_path: Path) -> None:
     cfg = make_cfg(tmp_path, **{"budget.max_trials": 1})
     run_dir = tmp_path / "run"
-    planner(cfg, run_dir).study().ask()
+    run_dir.mkdir(parents=True)
+    study_store.open_study(cfg, run_dir).ask()
     # The driver died after the trial's end row was fsynced but before Optuna was told: RUNNING there.
     end = Row("t", 0, "reached", {"num_envs": 64, "num_steps_per_env": 8}, 30, 15360, 12.0, {"sim": 12.0}, 3600.0, "x")
     with LedgerWriter(run_dir / "ledger.jsonl") as w:
@@ -90,7 +91,8 @@ def test_resume_keeps_an_end_that_reached_the_ledger_before_the_crash(tmp_path: 
 def test_a_trial_the_planner_closes_drops_its_checkpoint_when_only_reached_ones_are_kept(tmp_path: Path) -> None:
     cfg = make_cfg(tmp_path, **{"budget.max_trials": 1, "checkpoints": "reached"})
     run_dir = tmp_path / "run"
-    planner(cfg, run_dir).study().ask()
+    run_dir.mkdir(parents=True)
+    study_store.open_study(cfg, run_dir).ask()
     # The driver died while trial 0 ran: its last row named the checkpoint it had written
     rel = checkpoints.save({"actor_state_dict": {}}, {"iteration": 30}, run_dir, 0)
     last = Row("t", 0, "running", {"num_envs": 64, "num_steps_per_env": 8}, 30, 15360, 12.0, {"sim": 12.0}, 3600.0, "x")
@@ -105,8 +107,8 @@ def test_a_trial_the_planner_closes_drops_its_checkpoint_when_only_reached_ones_
 def test_a_trial_that_died_before_its_first_row_is_billed_to_the_drivers_last_heartbeat(tmp_path: Path) -> None:
     cfg = make_cfg(tmp_path, **{"budget.max_trials": 1})
     run_dir = tmp_path / "run"
-    p = planner(cfg, run_dir)
-    p.study().ask()  # dispatched, then the driver died in the trial's start-up: no ledger row
+    run_dir.mkdir(parents=True)
+    study_store.open_study(cfg, run_dir).ask()  # dispatched, then the driver died in its start-up: no row
     beat = time.time() + 30.0
     (run_dir / "heartbeat").touch()
     os.utime(run_dir / "heartbeat", (beat, beat))  # the driver lived 30 s more
