@@ -3,19 +3,24 @@
 Every strategy draws trials from the same recorded table (``benchmarks/record_trials.py``); time and
 spend come from the record. The planner, random and grid runs use the real :class:`sweep.planner.Planner`
 (Optuna, cost pruning, budget) with an in-process pool; ASHA on mean reward (what Isaac Lab's Ray
-tuner optimizes) is successive halving on the training return. For each of ``--reps`` sampler
-seeds it reports the study USD spent until a config within 10% (``--within``) of the table's best USD-to-target
-was found, and the USD-to-target of the final recommendation; then medians and ratios.
+tuner optimizes) is successive halving on the training return.
 
-``--initial-from SPACE`` adds a fifth strategy: the planner started on that space file's initial
-design (reduced to the table's knobs), as ``sweep.run`` starts on it. It measures the design and
-the search together; the plain "planner" row is the search alone.
+The truth is the table's own: each config's mean cost to the target over its recorded seeds, on equal terms (one-time
+start-up and compilation left out, as the ranking does), per seed that reached it (:func:`config_means`; a seed
+that did not reach adds what it spent and no success). A recommendation is *correct* when its config's mean is within
+10% (``--within``) of the best config's mean. For each of ``--reps`` sampler seeds and each strategy, the replay
+follows the study's recommendation after every trial (:func:`sweep.summary.summarize`, the rule ``sweep.run``
+prints; for ASHA the cheapest trial to the target so far) and reports the study USD spent, every trial counted
+(search and confirmation), until the recommendation became correct and stayed so to the study's end; a study that
+ends on a wrong config never got there. Medians, the 10th-90th percentiles and the share of studies that ended
+correct.
+
+``--initial-from SPACE`` adds a strategy: the planner started on that space file's initial design (reduced to the
+table's knobs), as ``sweep.run`` starts on it. It measures the design and the search together.
 
 ``--confirm N`` gives the planner strategies a confirmation phase (N seeds per finalist, ``--confirm-top``
-candidates and ``--baseline`` ENVSxSTEPS, as recorded): the recommendation is then the config with the lowest mean
-over its seeds, and a column shows what the confirmation spent. Off by default, so the figures stay comparable with
-runs made before it existed. A table with one recording per config replays the same curve for every seed: there the
-confirmation shows its cost, not the spread between seeds.
+candidates and ``--baseline`` ENVSxSTEPS, as recorded). A table with one recording per config replays the same
+curve for every seed: there the confirmation shows its cost, not the spread between seeds.
 
     python benchmarks/search_efficiency.py benchmarks/data/cpu_grid.json --reps 20
 """
@@ -34,7 +39,7 @@ from sweep import validation
 from sweep.backends.replay import load_table
 from sweep.contract import FLAG_PREFIX, TrialParams, config_key
 from sweep.inline import InlinePool
-from sweep.ledger import last_rows, metrics, read_rows, summary_figures
+from sweep.ledger import ONE_TIME_PHASES, end_label, metrics, read_rows
 from sweep.planner import Planner
 from sweep.prices import resolve
 from sweep.summary import summarize
@@ -53,15 +58,33 @@ def table_space(table: dict[str, Any]) -> dict[str, list]:
     return {k: sorted(v) for k, v in knobs.items()}
 
 
-def best_usd_to_target(table: dict[str, Any], target: float) -> float:
-    """The cheapest recorded cost to target (billable seconds x PRICE) over the whole table."""
-    best = float("inf")
+def record_cost(record: dict[str, Any], target: float) -> tuple[float, bool]:
+    """A recorded trial's seconds on equal terms (less start-up and compilation) to the target, or to its end
+    when it never reached it; and whether it reached it."""
+    for point in record["curve"]:
+        if point.get("success") is not None and point["success"] >= target:
+            return _equal_terms_s(point), True
+    last = record["curve"][-1] if record["curve"] else {"billable_s": record["end"].get("billable_s", 0.0)}
+    return _equal_terms_s(last), False
+
+
+def _equal_terms_s(point: dict[str, Any]) -> float:
+    one_time = sum(point.get("phases_s", {}).get(p, 0.0) for p in ONE_TIME_PHASES)
+    return max(0.0, point["billable_s"] - one_time)
+
+
+def config_means(table: dict[str, Any], target: float) -> dict[tuple, float]:
+    """Each config's cost to the target in USD (recorded seconds x PRICE), over its recorded seeds: the seconds all
+    its seeds spent on equal terms over the number that reached (the mean over seeds when all did; inf when none)."""
+    spent: dict[tuple, float] = {}
+    reached: dict[tuple, int] = {}
     for t in table["trials"]:
-        for point in t["curve"]:
-            if point.get("success") is not None and point["success"] >= target:
-                best = min(best, point["billable_s"] * PRICE.usd_per_hour / 3600.0)
-                break
-    return best
+        key = config_key(t["params"])
+        seconds, ok = record_cost(t, target)
+        spent[key] = spent.get(key, 0.0) + seconds
+        reached[key] = reached.get(key, 0) + ok
+    usd = PRICE.usd_per_hour / 3600.0
+    return {k: spent[k] * usd / reached[k] if reached[k] else float("inf") for k in spent}
 
 
 def initial_design(space_file: str, space: dict[str, list]) -> list[dict[str, Any]]:
@@ -161,16 +184,51 @@ def run_asha(table: dict[str, Any], seed: int, args: Any, eta: int = 3, rungs: i
     return rows
 
 
-def usd_until_found(order: list[tuple[float, float | None]], threshold: float) -> tuple[float | None, int]:
-    """Cumulative spend over trials in start order until one reached the target within ``threshold``
-    (None if none did), and how many paid trials (spend > 0) that took."""
-    total, paid = 0.0, 0
-    for usd, to_target in order:
-        total += usd
-        paid += usd > 0
-        if to_target is not None and to_target <= threshold:
-            return total, paid
-    return None, paid
+def planner_trace(rows: list[dict]) -> list[tuple[float, tuple | None]]:
+    """After each trial's end, in ledger order: the study USD spent so far (every trial, search and confirmation)
+    and the config ``sweep.run`` would recommend from the ledger up to there (None while there is none)."""
+    trace = []
+    spent = 0.0
+    for i, r in enumerate(rows):
+        if r["state"] == "running" or end_label(r) == "not run":  # a config told without running costs nothing
+            continue
+        spent += metrics(r)["usd"]
+        rec = summarize(rows[: i + 1]).recommendation
+        trace.append((spent, config_key(rec.config.params) if rec is not None else None))
+    return trace
+
+
+def asha_trace(rows: list[dict]) -> list[tuple[float, tuple | None]]:
+    """ASHA's trace: after each paid stretch, the USD so far and the cheapest config to the target so far."""
+    trace = []
+    spent, best = 0.0, None
+    for r in rows:
+        if r.get("final"):
+            continue
+        spent += r["usd"]
+        if r["usd_to_target"] is not None and (best is None or r["usd_to_target"] < best[0]):
+            best = (r["usd_to_target"], r["key"])
+        trace.append((spent, best[1] if best is not None else None))
+    return trace
+
+
+def usd_to_correct(trace: list[tuple[float, tuple | None]], correct: set[tuple]) -> tuple[float, int]:
+    """The study USD at the trial after which the recommendation was in ``correct`` to the end, and how many trials
+    that took; (inf, all trials) when the study ended on a wrong config or none."""
+    at, n = float("inf"), len(trace)
+    for i, (spent, key) in enumerate(trace):
+        if key not in correct:
+            at, n = float("inf"), len(trace)
+        elif at == float("inf"):
+            at, n = spent, i + 1
+    return at, n
+
+
+def spread(values: list[float]) -> str:
+    """'median (p10-p90)' of ``values`` (percentiles by nearest rank; inf prints as such)."""
+    v = sorted(values)
+    lo, hi = (v[round(q * (len(v) - 1))] for q in (0.1, 0.9))
+    return f"{statistics.median(v):.1f} ({lo:.1f}-{hi:.1f})"
 
 
 def main() -> None:
@@ -181,7 +239,9 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=1e9, help="study budget (recorded seconds = $ here)")
     parser.add_argument("--trial-cap", type=float, default=300.0)
     parser.add_argument("--max-trials", type=int, default=12)
-    parser.add_argument("--within", type=float, default=0.10, help="'found' = reached at most (1 + this) x the best")
+    parser.add_argument(
+        "--within", type=float, default=0.10, help="correct = a config's mean at most (1 + this) x the best"
+    )
     parser.add_argument("--initial-from", default="", help="a space file: also run the planner on its initial design")
     parser.add_argument("--confirm", type=int, default=1, help="seeds per finalist in a confirmation (1: none)")
     parser.add_argument("--confirm-top", type=int, default=2, help="candidates confirmed besides the baseline")
@@ -192,70 +252,56 @@ def main() -> None:
     if args.confirm > 1:
         print(f"planner strategies confirm on {args.confirm} seeds against {args.baseline_params}")
     space = table_space(table)
-    best = best_usd_to_target(table, args.target)
-    threshold = (1.0 + args.within) * best
+    means = config_means(table, args.target)
+    best = min(means.values())
+    correct = {k for k, v in means.items() if v <= (1.0 + args.within) * best}
+    counts = {len([t for t in table["trials"] if config_key(t["params"]) == k]) for k in means}
+    seeds = "-".join(str(n) for n in sorted(counts))
     within = f"within {args.within:.0%}"
     print(
-        f"table {args.table}: {len(table['trials'])} recorded trials, best USD-to-target {best:.1f} "
-        f"(recorded seconds), {within}: <= {threshold:.1f}"
+        f"table {args.table}: {len(means)} configs, seeds per config: {seeds}; best mean "
+        f"cost to target {best:.1f} (recorded seconds, equal terms); {len(correct)} configs {within} of it"
     )
     strategies = ["planner", "random", "grid", "asha"]
     initial = initial_design(args.initial_from, space) if args.initial_from else []
     if initial:
         strategies.insert(1, "planner+initial")
         print(f"planner+initial starts on {args.initial_from}'s initial design, reduced to the table: {initial}")
-    found: dict[str, list[float]] = {}
-    final: dict[str, list[float]] = {}
+    to_correct: dict[str, list[float]] = {}
     trials: dict[str, list[int]] = {}
-    confirmed: dict[str, list[float]] = {}
+    total: dict[str, list[float]] = {}
+    ended_correct: dict[str, int] = {}
     for strategy in strategies:
         for seed in range(args.reps):
             if strategy == "asha":
-                rows = run_asha(table, seed, args)
-                order = [(r["usd"], r.get("usd_to_target")) for r in rows if not r.get("final")]
-                winner = next(r["key"] for r in rows if r.get("final"))
-                recs = [r for r in rows if r["key"] == winner and r.get("usd_to_target") is not None]
-                rec_usd = recs[0]["usd_to_target"] if recs else None
+                trace = asha_trace(run_asha(table, seed, args))
             else:
                 design = initial if strategy == "planner+initial" else None
-                rows = run_planner(args.table, space, strategy, seed, args, design)
-                ends = last_rows(rows)
-                order = [(metrics(r)["usd"], metrics(r)["usd_to_target"]) for _, r in sorted(ends.items())]
-                if args.confirm > 1 and strategy.startswith("planner"):  # over its seeds; confirmation spend apart
-                    s = summarize(rows)
-                    rec_usd = s.recommendation.config.mean_usd if s.recommendation is not None else None
-                    confirmed.setdefault(strategy, []).append(s.usd_by_phase.get("confirm", 0.0))
-                else:
-                    figures = summary_figures(rows)
-                    rec_usd = (
-                        metrics(ends[figures["best_trial"]])["usd_to_target"]
-                        if figures["best_trial"] is not None
-                        else None
-                    )
-            spent, paid = usd_until_found(order, threshold)
-            found.setdefault(strategy, []).append(spent if spent is not None else float("inf"))
-            trials.setdefault(strategy, []).append(paid)
-            final.setdefault(strategy, []).append(rec_usd if rec_usd is not None else float("inf"))
-    extra = " median confirmation USD |" if confirmed else ""
+                trace = planner_trace(run_planner(args.table, space, strategy, seed, args, design))
+            usd, n = usd_to_correct(trace, correct)
+            to_correct.setdefault(strategy, []).append(usd)
+            trials.setdefault(strategy, []).append(n)
+            total.setdefault(strategy, []).append(trace[-1][0] if trace else 0.0)
+            ended_correct[strategy] = ended_correct.get(strategy, 0) + (usd != float("inf"))
     print(
-        f"\n| strategy | median study USD until {within} of best | found in | median paid trials until then | "
-        f"median USD-to-target of the recommendation |{extra}\n|---|---|---|---|---|{'---|' if confirmed else ''}"
+        "\n| strategy | study USD to a correct recommendation, median (p10-p90) | ended correct | "
+        "trials until then, median | study USD in all, median |\n|---|---|---|---|---|"
     )
-    med = {s: statistics.median(v) for s, v in found.items()}
-    for s in found:
-        hits = sum(v != float("inf") for v in found[s])
-        cell = f" {statistics.median(confirmed[s]):.1f} |" if s in confirmed else (" - |" if confirmed else "")
+    med = {s: statistics.median(v) for s, v in to_correct.items()}
+    for s in strategies:
         print(
-            f"| {s} | {med[s]:.1f} | {hits}/{len(found[s])} | {statistics.median(trials[s]):.0f} | "
-            f"{statistics.median(final[s]):.1f} |{cell}"
+            f"| {s} | {spread(to_correct[s])} | {ended_correct[s]}/{args.reps} | {statistics.median(trials[s]):.0f} | "
+            f"{statistics.median(total[s]):.1f} |"
         )
     for ours in (s for s in strategies if s.startswith("planner")):
         for other in ("random", "grid", "asha"):
+            if med[ours] == float("inf"):
+                print(f"{ours} ended on a wrong config in most runs")
+                break
             if med[other] == float("inf"):
-                print(f"{other} never got {within} of the best in most runs; {ours} did at {med[ours]:.1f}")
+                print(f"{other} ended on a wrong config in most runs; {ours} got there for {med[ours]:.1f}")
                 continue
-            ratio = med[other] / med[ours] if med[ours] not in (0, float("inf")) else float("nan")
-            print(f"{ours} spends {ratio:.2f}x less than {other} to get {within} of the best")
+            print(f"{ours} spends {med[other] / med[ours]:.2f}x less than {other} to a correct recommendation")
 
 
 if __name__ == "__main__":

@@ -9,9 +9,10 @@ import pytest
 
 from sweep.backends.replay import load_table, replay_trial
 from sweep.contract import CONTINUE, PRUNE, TrialConfig, config_key
-from sweep.ledger import last_rows
+from sweep.ledger import end_label, last_rows
+from sweep.summary import summarize
 from tests.helpers import ROOT, search_efficiency
-from tests.replay_table import write_table
+from tests.replay_table import write_seeded_table, write_table
 
 RECORDED = sorted((ROOT / "benchmarks" / "data").glob("*_grid.json"))
 
@@ -90,3 +91,42 @@ def test_planner_starts_on_the_reduced_initial_design(tmp_path: Path) -> None:
         (128, 16),
         (64, 16),
     ]
+
+
+def test_truth_is_each_configs_mean_over_its_seeds_on_equal_terms(tmp_path: Path) -> None:
+    bench = search_efficiency()
+    path = write_seeded_table(tmp_path / "t.json", {(64, 8): {1: 10.0, 2: 30.0}, (128, 8): {1: 16.0}}, compile_s=4.0)
+    table = json.loads(path.read_text())
+    never = dict(table["trials"][2], seed=2, curve=[dict(p, success=0.5) for p in table["trials"][2]["curve"]])
+    table["trials"].append(never)  # a seed of 128 x 8 that spends its 16 s and never reaches the target
+    means = bench.config_means(table, 0.9)
+    by_envs = {k[0]: v for k, v in means.items()}  # a key starts with num_envs
+    assert by_envs[64] == pytest.approx((6.0 + 26.0) / 2)  # compilation left out of both seeds
+    assert by_envs[128] == pytest.approx((12.0 + 12.0) / 1)  # the failed seed's seconds, over the one success
+
+
+def test_a_recommendation_counts_once_it_stays_correct() -> None:
+    bench = search_efficiency()
+    good, bad = ("good",), ("bad",)
+    assert bench.usd_to_correct([(1.0, None), (2.0, good), (3.0, good)], {good}) == (2.0, 2)
+    assert bench.usd_to_correct([(1.0, good), (2.0, bad), (3.0, good)], {good}) == (3.0, 3)
+    assert bench.usd_to_correct([(1.0, good), (2.0, bad)], {good}) == (float("inf"), 2)
+    assert bench.usd_to_correct([], {good}) == (float("inf"), 0)
+
+
+def test_the_planners_trace_follows_its_ledger(tmp_path: Path) -> None:
+    bench = search_efficiency()
+    table = write_table(tmp_path / "t.json")
+    space = bench.table_space(load_table(str(table)))
+
+    class Args:
+        target, budget, trial_cap, max_trials = 0.9, 1e9, 300.0, 4
+
+    rows = bench.run_planner(str(table), space, "planner", 0, Args())
+    trace = bench.planner_trace(rows)
+    ends = last_rows(rows)
+    assert len(trace) == len([r for r in ends.values() if end_label(r) != "not run"])  # paid trials only
+    assert [spent for spent, _ in trace] == sorted(spent for spent, _ in trace)
+    assert trace[-1][0] == pytest.approx(sum(r["billable_s"] for r in ends.values()))  # $1 per recorded second
+    final = summarize(rows).recommendation
+    assert final is not None and trace[-1][1] == config_key(final.config.params)  # what sweep.run would print
