@@ -85,8 +85,10 @@ def test_the_cap_is_checked_after_every_iteration_not_only_at_checkpoints(tmp_pa
 
 def test_passes_are_skipped_while_training_episodes_fail_and_the_cap_always_evaluates(tmp_path: Path) -> None:
     rows: list = []
-    cap = 8.0  # billable s: a few checkpoints of the tiny trial on 2 cores, then the cap
-    final = run_trial(tiny(cap_s=cap, eval_gate=0.99), lambda r: rows.append(r) or CONTINUE, out_dir=tmp_path)
+    # a cap past start-up and compilation (which a loaded machine can stretch past any billable cap): a few
+    # checkpoints of the tiny trial (one per 10 iterations, ~1 s each on 2 busy cores), then the cap
+    cfg = tiny(race_cap_s=12.0, eval_gate=0.99)
+    final = run_trial(cfg, lambda r: rows.append(r) or CONTINUE, out_dir=tmp_path)
     checkpoints = [r for r in rows if r.state == "running"]
     skipped = [r for r in checkpoints if r.eval_episodes == 0]
     assert skipped, [(r.train_success, r.eval_episodes) for r in checkpoints]
