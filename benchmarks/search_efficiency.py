@@ -150,7 +150,7 @@ def baseline_params(table: dict[str, Any], spec: str) -> dict[str, Any]:
 
 
 def run_asha(table: dict[str, Any], seed: int, args: Any, eta: int = 3, rungs: int = 3) -> list[dict]:
-    """Successive halving on mean training return: the rows it would have paid for, in order."""
+    """Successive halving on mean training return: the stretches it would have paid for, in order."""
     rng = random.Random(seed)
     configs = {}
     for t in table["trials"]:
@@ -180,7 +180,6 @@ def run_asha(table: dict[str, Any], seed: int, args: Any, eta: int = 3, rungs: i
             returns = [p.get("mean_return") for p in upto if p.get("mean_return") is not None]
             scores[key] = returns[-1] if returns else float("-inf")
         alive = sorted(alive, key=lambda k: -scores[k])[: max(1, len(alive) // eta)]
-    rows.append({"key": alive[0], "usd": 0.0, "final": True})
     return rows
 
 
@@ -203,8 +202,6 @@ def asha_trace(rows: list[dict]) -> list[tuple[float, tuple | None]]:
     trace = []
     spent, best = 0.0, None
     for r in rows:
-        if r.get("final"):
-            continue
         spent += r["usd"]
         if r["usd_to_target"] is not None and (best is None or r["usd_to_target"] < best[0]):
             best = (r["usd_to_target"], r["key"])
