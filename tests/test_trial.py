@@ -85,9 +85,9 @@ def test_the_cap_is_checked_after_every_iteration_not_only_at_checkpoints(tmp_pa
 
 def test_passes_are_skipped_while_training_episodes_fail_and_the_cap_always_evaluates(tmp_path: Path) -> None:
     rows: list = []
-    # a cap past start-up and compilation (which a loaded machine can stretch past any billable cap): a few
-    # checkpoints of the tiny trial (one per 10 iterations, ~1 s each on 2 busy cores), then the cap
-    cfg = tiny(race_cap_s=12.0, eval_gate=0.99)
+    # a cap past start-up and compilation (which a loaded machine can stretch past any billable cap), checkpoints
+    # every 4 iterations: several checkpoints before the cap even on 2 busy cores (~1 s per iteration)
+    cfg = tiny(race_cap_s=20.0, eval_gate=0.99, eval_every_steps=64)
     final = run_trial(cfg, lambda r: rows.append(r) or CONTINUE, out_dir=tmp_path)
     checkpoints = [r for r in rows if r.state == "running"]
     skipped = [r for r in checkpoints if r.eval_episodes == 0]
@@ -95,14 +95,17 @@ def test_passes_are_skipped_while_training_episodes_fail_and_the_cap_always_eval
     for r in skipped:  # gated: the training episodes' share was below the gate, no bounds, no time in evaluation
         assert r.train_success is not None and r.train_success < 0.99
         assert r.success is None and r.success_lo is None and r.success_max is None
-    evaluated = [r for r in checkpoints if r.eval_episodes > 0]
-    assert all(r.train_success is None or r.train_success >= 0.99 for r in evaluated)
+    # the cap's pass runs whatever the gate says: when it reaches the target its checkpoint row comes first
+    assert final.state in ("capped", "reached"), final.reason
+    gated = checkpoints[:-1] if final.state == "reached" else checkpoints
+    assert all(r.train_success is None or r.train_success >= 0.99 for r in gated if r.eval_episodes > 0)
     eval_s = [0.0] + [r.phases_s["eval"] for r in checkpoints]
     for r, before, after in zip(checkpoints, eval_s, eval_s[1:], strict=False):
         assert (after == before) == (r.eval_episodes == 0)  # a skipped pass spends nothing in evaluation
-    # the cap's pass runs whatever the gate says: the trial's last training is evaluated
-    assert final.state == "capped" and final.eval_episodes == tiny().eval_episodes
-    assert final.phases_s["eval"] > eval_s[-1] and (final.success is not None or final.success_max is not None)
+    # the trial's last training is evaluated
+    assert final.eval_episodes == tiny().eval_episodes and (final.success is not None or final.success_max is not None)
+    if final.state == "capped":
+        assert final.phases_s["eval"] > eval_s[-1]
 
 
 def test_stock_mode_runs_rsl_rl_unchanged(tmp_path: Path) -> None:
