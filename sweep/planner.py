@@ -3,7 +3,9 @@
 Objectives (minimized): USD to target and wall-clock to target. Continue/prune decisions and the
 budget reservations come from :mod:`sweep.scheduler`; the study budget counts every trial. A config
 the sampler proposes again while others remain untried is not paid for twice: it is told PRUNED at
-no cost, like a config that breaks a constraint.
+no cost, like a config that breaks a constraint; after :data:`MAX_REPEATS` such proposals in a row the planner
+queues an untried feasible config itself (in an order shuffled by the sampler seed), so a sampler stuck on what
+it has seen never makes the search pay for a repeat while a config is still unmeasured.
 
 How each trial's end is told to Optuna, so that none is lost to the sampler: :mod:`sweep.study_store`.
 
@@ -31,7 +33,7 @@ from sweep.ledger import LedgerWriter, end_label, last_rows, metrics, read_rows
 from sweep.prices import Price
 from sweep.scheduler import CostPruner, allowance_usd, can_start, reserve_usd
 
-#: Repeated proposals told and skipped in a row before the planner runs a repeat anyway.
+#: Repeated proposals told and skipped in a row before the planner queues an untried config itself.
 MAX_REPEATS = 20
 #: Seconds between touches of the run's heartbeat file while the driver lives.
 HEARTBEAT_S = 2.0
@@ -265,15 +267,28 @@ class Planner:
                 self._tell_unrun(study, trial, knobs, space.infeasible_reason(found), found, asdict(trial_cfg))
                 continue
             key = config_key(knobs)
-            if key in self.tried and repeats < MAX_REPEATS:
+            if key in self.tried:
                 # The sampler proposed a config already run while others remain untried: no new evidence.
                 repeats += 1
                 self._tell_unrun(
                     study, trial, knobs, f"{DUPLICATE}: this config already ran", {"repeat": 1.0}, asdict(trial_cfg)
                 )
+                if repeats >= MAX_REPEATS:  # the sampler is stuck: the next ask gets an untried config
+                    study.enqueue_trial(self._untried(trial.number))
+                    repeats = 0
                 continue
             self.tried.add(key)
             self._dispatch(trial, trial_cfg, allowance)
+
+    def _untried(self, salt: int) -> dict[str, Any]:
+        """A feasible config not run yet, as a suggestion (the first of the space in an order shuffled by the
+        sampler seed and ``salt``). Only asked while ``tried`` is short of ``feasible``, so there is one."""
+        for point in space.grid_points(self.cfg, self.cfg.seeds.sampler + salt):
+            found = space.violations(point, self.cfg, self.control_dt_s, self.price.memory_gib)
+            knobs = trial_params(space.trial_config(point, self.cfg, self.profile, 0, 1.0))
+            if not any(v > 0 for v in found.values()) and config_key(knobs) not in self.tried:
+                return point
+        raise AssertionError("no untried feasible config left, yet the search was open")
 
     def _dispatch(self, trial: Any, trial_cfg: Any, allowance: float) -> None:
         """Send a trial to the pool, its config kept in the study first (for a trial that dies before its first row)."""

@@ -130,3 +130,20 @@ def test_the_planners_trace_follows_its_ledger(tmp_path: Path) -> None:
     assert trace[-1][0] == pytest.approx(sum(r["billable_s"] for r in ends.values()))  # $1 per recorded second
     final = summarize(rows).recommendation
     assert final is not None and trace[-1][1] == config_key(final.config.params)  # what sweep.run would print
+
+
+def test_a_sampler_stuck_on_seen_configs_never_makes_the_search_pay_for_a_repeat(tmp_path: Path, monkeypatch) -> None:
+    import sweep.planner
+
+    monkeypatch.setattr(sweep.planner, "MAX_REPEATS", 1)  # after one repeated proposal the planner queues a config
+    bench = search_efficiency()
+    table = write_table(tmp_path / "t.json")
+    space = bench.table_space(load_table(str(table)))
+
+    class Args:
+        target, budget, trial_cap, max_trials = 0.9, 1e9, 300.0, 4
+
+    for seed in range(3):  # a random sampler on 4 configs proposes seen ones again and again
+        ends = last_rows(bench.run_planner(str(table), space, "random", seed, Args()))
+        paid = [config_key(r["params"]) for r in ends.values() if end_label(r) != "not run"]
+        assert len(paid) == 4 and len(set(paid)) == 4, paid  # each config once, none paid for twice
