@@ -147,3 +147,26 @@ def test_a_sampler_stuck_on_seen_configs_never_makes_the_search_pay_for_a_repeat
         ends = last_rows(bench.run_planner(str(table), space, "random", seed, Args()))
         paid = [config_key(r["params"]) for r in ends.values() if end_label(r) != "not run"]
         assert len(paid) == 4 and len(set(paid)) == 4, paid  # each config once, none paid for twice
+
+
+def test_a_checkpoint_at_the_race_cap_is_the_caps_pass(tmp_path: Path) -> None:
+    table = write_table(tmp_path / "t.json")
+    record = next(t for t in load_table(str(table))["trials"] if t["params"]["num_envs"] == 64 and t["seed"] == 0)
+    reached = next(p for p in record["curve"] if p["success"] >= 0.9)
+    race_s = reached["billable_s"] * 3.0 / 7.0  # a cap derived from a recorded cost, not exact in binary
+
+    def run(race_cap_s: float):
+        cfg = TrialConfig(
+            backend="replay",
+            profile="recorded",
+            num_envs=64,
+            num_steps_per_env=8,
+            seed=0,
+            cap_s=1e6,
+            race_cap_s=race_cap_s * 7.0 / 3.0,
+            backend_options={"table": str(table)},
+        )
+        return replay_trial(cfg, lambda r: CONTINUE, price_usd_per_hour=3600.0)
+
+    assert run(race_s).state == "reached"  # a repeat of the best config, capped at exactly its own cost
+    assert run(race_s * 0.999).state == "capped"

@@ -21,6 +21,10 @@ from sweep.contract import Sink, TrialConfig, TrialParams, cap_reached, config_k
 from sweep.errors import ConfigError
 from sweep.ledger import ONE_TIME_PHASES, Row, TrialRows
 
+#: Seconds a recorded checkpoint may lie past a cap and still be the cap's own pass (float rounding of the cap,
+#: which the planner derives from a recorded cost: a repeat of the best config is capped at exactly its cost).
+CAP_ROUNDING_S = 1e-6
+
 
 @cache
 def load_table(path: str) -> dict[str, Any]:
@@ -98,7 +102,8 @@ def replay_trial(
         if time_scale > 0:
             time.sleep(time_scale * max(0.0, rec["billable_s"] - previous_s))
         previous_s = rec["billable_s"]
-        capped = cap_reached(cfg, rec["billable_s"], rec["phases_s"])
+        # A checkpoint recorded at the cap itself (to float rounding) is the cap's pass, which a real trial runs.
+        capped = cap_reached(cfg, rec["billable_s"] - CAP_ROUNDING_S, rec["phases_s"])
         if capped:  # the trial would have stopped at its cap: bill up to there, not the whole recorded stretch
             one_time = sum(rec["phases_s"].get(p, 0.0) for p in ONE_TIME_PHASES)
             limit = min(cfg.cap_s, one_time + cfg.race_cap_s if cfg.race_cap_s is not None else cfg.cap_s)
