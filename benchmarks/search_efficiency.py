@@ -1,7 +1,8 @@
 """Search efficiency on recorded trials: this planner vs random search vs grid search vs ASHA on mean reward.
 
 Every strategy draws trials from the same recorded table (``benchmarks/record_trials.py``); time and
-spend come from the record. The planner, random and grid runs use the real :class:`sweep.planner.Planner`
+spend come from the record. The planner (``planner``: TPE; ``planner-cost``: the cost-aware proposals of
+:mod:`sweep.acquisition`), random and grid runs use the real :class:`sweep.planner.Planner`
 (Optuna, cost pruning, budget) with an in-process pool; ASHA on mean reward (what Isaac Lab's Ray
 tuner optimizes) is successive halving on the training return.
 
@@ -123,7 +124,7 @@ def run_planner(
         "budget": {"usd": args.budget, "trial_usd": args.trial_cap, "max_trials": args.max_trials},
         "constraints": {"max_update_period_s": 10.0},
         "seeds": {"sampler": seed, "training": seed},
-        "sampler": "tpe" if strategy.startswith("planner") else strategy,
+        "sampler": ("cost" if "cost" in strategy else "tpe") if strategy.startswith("planner") else strategy,
         "prune": strategy.startswith("planner"),
         "initial": initial or [],
         "run_id": f"{strategy}-{seed}",
@@ -240,6 +241,7 @@ def main() -> None:
         "--within", type=float, default=0.10, help="correct = a config's mean at most (1 + this) x the best"
     )
     parser.add_argument("--initial-from", default="", help="a space file: also run the planner on its initial design")
+    parser.add_argument("--strategies", default="", help="comma-separated subset of the strategies to run")
     parser.add_argument("--confirm", type=int, default=1, help="seeds per finalist in a confirmation (1: none)")
     parser.add_argument("--confirm-top", type=int, default=2, help="candidates confirmed besides the baseline")
     parser.add_argument("--baseline", default="4096x24", help="the confirmation's baseline, ENVSxSTEPS as recorded")
@@ -259,11 +261,13 @@ def main() -> None:
         f"table {args.table}: {len(means)} configs, seeds per config: {seeds}; best mean "
         f"cost to target {best:.1f} (recorded seconds, equal terms); {len(correct)} configs {within} of it"
     )
-    strategies = ["planner", "random", "grid", "asha"]
+    strategies = ["planner", "planner-cost", "random", "grid", "asha"]
     initial = initial_design(args.initial_from, space) if args.initial_from else []
     if initial:
-        strategies.insert(1, "planner+initial")
+        strategies[2:2] = ["planner+initial", "planner-cost+initial"]
         print(f"planner+initial starts on {args.initial_from}'s initial design, reduced to the table: {initial}")
+    if args.strategies:
+        strategies = [s for s in strategies if s in args.strategies.split(",")]
     to_correct: dict[str, list[float]] = {}
     trials: dict[str, list[int]] = {}
     total: dict[str, list[float]] = {}
@@ -273,7 +277,7 @@ def main() -> None:
             if strategy == "asha":
                 trace = asha_trace(run_asha(table, seed, args))
             else:
-                design = initial if strategy == "planner+initial" else None
+                design = initial if strategy.endswith("+initial") else None
                 trace = planner_trace(run_planner(args.table, space, strategy, seed, args, design))
             usd, n = usd_to_correct(trace, correct)
             to_correct.setdefault(strategy, []).append(usd)
@@ -291,7 +295,7 @@ def main() -> None:
             f"{statistics.median(total[s]):.1f} |"
         )
     for ours in (s for s in strategies if s.startswith("planner")):
-        for other in ("random", "grid", "asha"):
+        for other in (s for s in ("random", "grid", "asha") if s in strategies):
             if med[ours] == float("inf"):
                 print(f"{ours} ended on a wrong config in most runs")
                 break

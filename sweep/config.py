@@ -173,7 +173,8 @@ class RunConfig:
     seeds: Seeds = field(default_factory=Seeds)
     confirm: Confirm = field(default_factory=Confirm)
     sampler: str = "tpe"
-    """'tpe' (Optuna TPE with constraints), 'random' or 'grid'."""
+    """'tpe' (Optuna TPE with constraints), 'cost' (:mod:`sweep.acquisition`: expected improvement per dollar
+    from every trial's cost or partial curve), 'random' or 'grid'."""
     prune: bool = True
     """Stop trials that cannot beat the best known cost to target."""
     checkpoints: str = "all"

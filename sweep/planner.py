@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sweep import checkpoints, confirm, space, study_store
+from sweep import acquisition, checkpoints, confirm, space, study_store
 from sweep.config import RunConfig
 from sweep.contract import CONTINUE, PRUNE, STOP, TrialPool, config_key, trial_params
 from sweep.evaluation import EVAL_SEED_BASE
@@ -243,6 +243,8 @@ class Planner:
             return
         repeats = 0
         while self.pool.idle() > 0 and self._may_start(study):
+            if self.cfg.sampler == "cost":
+                self._queue_cheapest_bet(study)
             trial = study.ask()
             params = space.suggest(trial, self.cfg)
             if self.cfg.seeds.training + trial.number >= EVAL_SEED_BASE:  # never train on a held-out seed
@@ -283,12 +285,42 @@ class Planner:
     def _untried(self, salt: int) -> dict[str, Any]:
         """A feasible config not run yet, as a suggestion (the first of the space in an order shuffled by the
         sampler seed and ``salt``). Only asked while ``tried`` is short of ``feasible``, so there is one."""
+        untried = self._untried_points(salt)
+        assert untried, "no untried feasible config left, yet the search was open"
+        return untried[0]
+
+    def _untried_points(self, salt: int) -> list[dict[str, Any]]:
+        """Every feasible config not run yet, as suggestions, in an order shuffled by the sampler seed and ``salt``."""
+        out = []
         for point in space.grid_points(self.cfg, self.cfg.seeds.sampler + salt):
             found = space.violations(point, self.cfg, self.control_dt_s, self.price.memory_gib)
             knobs = trial_params(space.trial_config(point, self.cfg, self.profile, 0, 1.0))
             if not any(v > 0 for v in found.values()) and config_key(knobs) not in self.tried:
-                return point
-        raise AssertionError("no untried feasible config left, yet the search was open")
+                out.append(point)
+        return out
+
+    def _queue_cheapest_bet(self, study: Any) -> None:
+        """``sampler: cost``: queue the untried config :func:`sweep.acquisition.choose` bets on, from every ended
+        search trial's cost or estimate, unless a queued trial (the initial design) goes first."""
+        import optuna
+
+        if study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+            return
+        by_trial: dict[int, list[dict]] = {}
+        for r in self.rows:
+            by_trial.setdefault(int(r["trial"]), []).append(r)
+        evidence = []
+        for number, rows in by_trial.items():
+            if number in self.running or number in self.unrun or rows[-1].get("phase", "search") != "search":
+                continue
+            usd = acquisition.estimated_usd(rows, self.cfg.target.success)
+            if usd is not None:
+                evidence.append((rows[-1]["params"], usd))
+        candidates = self._untried_points(len(self.rows))
+        best = self.best_usd()
+        point = acquisition.choose(evidence, candidates, space.choices(self.cfg), best, self.one_time_usd())
+        if point is not None:
+            study.enqueue_trial(point)
 
     def _dispatch(self, trial: Any, trial_cfg: Any, allowance: float) -> None:
         """Send a trial to the pool, its config kept in the study first (for a trial that dies before its first row)."""

@@ -34,7 +34,8 @@ def open_study(cfg: RunConfig, run_dir: Path) -> Any:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     seed = cfg.seeds.sampler
-    if cfg.sampler in ("random", "grid"):  # grid: every point enqueued below, in a seeded order
+    # grid: every point enqueued below, in a seeded order; cost: the planner queues its bets (sweep.acquisition)
+    if cfg.sampler in ("random", "grid", "cost"):
         sampler = optuna.samplers.RandomSampler(seed=seed)
     else:
         sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(4, len(cfg.initial) + 2))

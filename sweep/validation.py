@@ -164,8 +164,8 @@ def _validate(cfg: RunConfig) -> RunConfig:
     from sweep import checkpoints
 
     checkpoints.check_keep(cfg.checkpoints, key=f"{where}: checkpoints")
-    if cfg.sampler not in ("tpe", "random", "grid"):
-        raise ConfigError(f"{where}: sampler: must be 'tpe', 'random' or 'grid' (got {cfg.sampler!r})")
+    if cfg.sampler not in ("tpe", "cost", "random", "grid"):
+        raise ConfigError(f"{where}: sampler: must be 'tpe', 'cost', 'random' or 'grid' (got {cfg.sampler!r})")
     if cfg.price.gpu != "auto" or cfg.price.usd_per_hour is not None:
         from sweep import prices
 
