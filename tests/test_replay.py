@@ -170,3 +170,21 @@ def test_a_checkpoint_at_the_race_cap_is_the_caps_pass(tmp_path: Path) -> None:
 
     assert run(race_s).state == "reached"  # a repeat of the best config, capped at exactly its own cost
     assert run(race_s * 0.999).state == "capped"
+
+
+@pytest.mark.skipif(not RECORDED, reason="no recorded grid under benchmarks/data")
+@pytest.mark.parametrize("path", RECORDED, ids=[p.name for p in RECORDED])
+def test_the_cost_planner_ends_on_a_correct_config_of_each_recorded_table(path: Path) -> None:
+    bench = search_efficiency()
+    table = load_table(str(path))
+    means = bench.config_means(table, 0.9)
+    correct = {k for k, v in means.items() if v <= 1.1 * min(means.values())}  # benchmarks/search_efficiency.py
+
+    class Args:
+        target, budget, trial_cap, max_trials = 0.9, 1e9, 300.0, len(means)
+
+    for seed in (0, 1):
+        trace = bench.planner_trace(
+            bench.run_planner(str(path), bench.table_space(table), "planner-cost", seed, Args())
+        )
+        assert bench.usd_to_correct(trace, correct)[0] < float("inf"), trace[-1]
