@@ -172,7 +172,7 @@ class RunConfig:
     constraints: Constraints = field(default_factory=Constraints)
     seeds: Seeds = field(default_factory=Seeds)
     confirm: Confirm = field(default_factory=Confirm)
-    sampler: str = "tpe"
+    sampler: str = "cost"
     """'tpe' (Optuna TPE with constraints), 'cost' (:mod:`sweep.acquisition`: expected improvement per dollar
     from every trial's cost or partial curve), 'random' or 'grid'."""
     prune: bool = True
