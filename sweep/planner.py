@@ -31,10 +31,13 @@ from sweep.contract import CONTINUE, PRUNE, STOP, TrialPool, config_key, trial_p
 from sweep.evaluation import EVAL_SEED_BASE
 from sweep.ledger import LedgerWriter, end_label, last_rows, metrics, read_rows
 from sweep.prices import Price
-from sweep.scheduler import CostPruner, allowance_usd, can_start, reserve_usd
+from sweep.scheduler import RESERVE_MARGIN, CostPruner, allowance_usd, can_start, reserve_usd
 
 #: Repeated proposals told and skipped in a row before the planner queues an untried config itself.
 MAX_REPEATS = 20
+#: A confirmation trial the budget cannot give the per-trial cap starts with what is left, if that is at least this
+#: many times the best known cost to target (plus one-time costs).
+CONFIRM_MIN_FACTOR = 2.0
 #: Seconds between touches of the run's heartbeat file while the driver lives.
 HEARTBEAT_S = 2.0
 DUPLICATE = "repeat"
@@ -276,18 +279,15 @@ class Planner:
                     study, trial, knobs, f"{DUPLICATE}: this config already ran", {"repeat": 1.0}, asdict(trial_cfg)
                 )
                 if repeats >= MAX_REPEATS:  # the sampler is stuck: the next ask gets an untried config
-                    study.enqueue_trial(self._untried(trial.number))
+                    untried = self._untried_points(trial.number)
+                    if not untried:  # configs that differ in the space but run the same: all of them ran
+                        self.closed = f"every feasible config tried ({len(self.tried)} distinct)"
+                        return
+                    study.enqueue_trial(untried[0])
                     repeats = 0
                 continue
             self.tried.add(key)
             self._dispatch(trial, trial_cfg, allowance)
-
-    def _untried(self, salt: int) -> dict[str, Any]:
-        """A feasible config not run yet, as a suggestion (the first of the space in an order shuffled by the
-        sampler seed and ``salt``). Only asked while ``tried`` is short of ``feasible``, so there is one."""
-        untried = self._untried_points(salt)
-        assert untried, "no untried feasible config left, yet the search was open"
-        return untried[0]
 
     def _untried_points(self, salt: int) -> list[dict[str, Any]]:
         """Every feasible config not run yet, as suggestions, in an order shuffled by the sampler seed and ``salt``."""
@@ -346,8 +346,8 @@ class Planner:
                 return
             if not step.todo:
                 return  # the round's last trials are running
-            allowance = self.cfg.budget.trial_usd
-            if not can_start(self.cfg.budget.usd, self.finished_usd(), self.reserved_usd(), allowance):
+            allowance = self._confirm_allowance()
+            if allowance is None:
                 if not self.running:
                     self.stopping = "budget left cannot pay another confirmation trial"
                 return
@@ -364,11 +364,24 @@ class Planner:
                 self.cfg,
                 self.profile,
                 seed,
-                self.cfg.budget.trial_usd * 3600.0 / self.price.usd_per_hour,
+                allowance * 3600.0 / self.price.usd_per_hour,
                 phase="confirm",
                 baseline=finalist.baseline,
             )
             self._dispatch(trial, trial_cfg, allowance)
+
+    def _confirm_allowance(self) -> float | None:
+        """What the next confirmation trial may spend: the per-trial cap; when the budget left cannot reserve that,
+        what it can reserve, if that is at least :data:`CONFIRM_MIN_FACTOR` x the best known cost to target plus the
+        one-time costs seen (so a trial that ends the confirmation, often the baseline's, still runs); else None."""
+        cap = self.cfg.budget.trial_usd
+        if can_start(self.cfg.budget.usd, self.finished_usd(), self.reserved_usd(), cap):
+            return cap
+        left = (self.cfg.budget.usd - self.finished_usd() - self.reserved_usd()) / RESERVE_MARGIN
+        best = self.best_usd()
+        if best is None or left < CONFIRM_MIN_FACTOR * best + self.one_time_usd():
+            return None
+        return left
 
     def _dispatched(self) -> dict[int, dict]:
         """Every dispatched trial's latest row; a running trial with no row yet as a 'running' row of its config."""

@@ -90,19 +90,23 @@ def test_without_racing_pressure_every_finalist_gets_its_seeds(tmp_path: Path) -
     assert [len(by_config(p.rows)[k]) for k in (A, B, C, D)] == [3, 3, 1, 3]  # the racing test's control
 
 
+#: A, B and C reach in the search; D, the baseline, runs in the confirmation only. D's trial number was taken by its
+#: waiting initial entry: the rounds train with seeds 5, 8 (and 10).
+BUDGETED = {A: {1: 10, 5: 11, 8: 12}, B: {2: 12, 5: 14, 8: 12}, C: {3: 40}, D: {5: 40, 8: 40, 10: 40}}
+
+
 def test_confirmation_is_billed_in_the_budget_and_shown_apart(tmp_path: Path) -> None:
-    # Half of $240 kept for confirmation, trials reserved at the $60 cap + 10%: the search stops after A, B, C
-    # ($62 spent: a 4th trial's $66 would commit more than $120); D, the baseline, then runs in the confirmation only.
-    # D's trial number was taken by its waiting initial entry: the rounds train with seeds 5, 8 (and 10).
-    costs = {A: {1: 10, 5: 11, 8: 12}, B: {2: 12, 5: 14, 8: 12}, C: {3: 40}, D: {5: 40, 8: 40, 10: 40}}
-    over = {"budget.usd": 240.0, "budget.trial_usd": 60.0, "confirm.budget_share": 0.5}
-    p = planner(make_cfg(tmp_path, costs, **over), tmp_path / "run")
+    # Half of $205 kept for confirmation, trials reserved at the $60 cap + 10%: the search stops after A, B, C
+    # ($62 spent: a 4th trial's $66 would commit more than $102.5). Round 2's D starts on the $54 left (cap $49, at
+    # least twice the best cost, $10); D's third seed would have $14 / 1.1, under that: the confirmation stops.
+    over = {"budget.usd": 205.0, "budget.trial_usd": 60.0, "confirm.budget_share": 0.5}
+    p = planner(make_cfg(tmp_path, BUDGETED, **over), tmp_path / "run")
     p.run()
     rows = read_rows(tmp_path / "run" / "ledger.jsonl")
     ends = last_rows(rows)
     search = sum(metrics(r)["usd"] for r in ends.values() if r["phase"] == "search")
     confirmed = sum(metrics(r)["usd"] for r in ends.values() if r["phase"] == "confirm")
-    assert (search, confirmed) == (62.0, 129.0)  # rounds 1 and 2 of A, B, D; D's third seed: $49 left < $66
+    assert (search, confirmed) == (62.0, 129.0)  # rounds 1 and 2 of A, B, D
     assert p.closed == "search budget spent (the rest is kept for the confirmation)"
     assert p.stopping == "budget left cannot pay another confirmation trial"
     assert [len(v) for v in by_config(rows).values()] == [3, 3, 1, 2]
@@ -114,6 +118,20 @@ def test_confirmation_is_billed_in_the_budget_and_shown_apart(tmp_path: Path) ->
     told = [t for t in study.trials if t.user_attrs.get("phase") == "confirm"]
     assert told and all(t.state == optuna.trial.TrialState.COMPLETE for t in told)
     assert sorted(t.number for t in told) == sorted(t for t, r in ends.items() if r["phase"] == "confirm")
+
+
+def test_a_confirmation_trial_the_budget_cannot_give_the_full_cap_starts_on_what_is_left(tmp_path: Path) -> None:
+    # $240: after rounds 1 and 2 ($191 spent) $49 is left, less than a capped trial's $66 reserve: D's third seed
+    # starts capped at $49 / 1.1, reaches the target at $40, and the study never spends past its budget
+    over = {"budget.usd": 240.0, "budget.trial_usd": 60.0, "confirm.budget_share": 0.5}
+    p = planner(make_cfg(tmp_path, BUDGETED, **over), tmp_path / "run")
+    p.run()
+    rows = read_rows(tmp_path / "run" / "ledger.jsonl")
+    assert [len(v) for v in by_config(rows).values()] == [3, 3, 1, 3] and not p.stopping
+    last = max(last_rows(rows).values(), key=lambda r: r["trial"])
+    assert last["phase"] == "confirm" and last["state"] == "reached" and last["billable_s"] == 40.0
+    total = summary.summarize(rows).total_usd
+    assert total == pytest.approx(231.0) and total < 240.0
 
 
 def test_the_ranking_leaves_compilation_out_of_both_sides(tmp_path: Path) -> None:
