@@ -49,6 +49,22 @@ def estimated_usd(rows: Sequence[dict], target: float) -> float | None:
     return spent * max(1.0, target / max(best, SUCCESS_FLOOR))
 
 
+def evidence(rows: Sequence[dict], skip: set[int], target: float) -> list[tuple[dict[str, Any], float]]:
+    """(params, USD estimate) of every search trial in the ledger ``rows`` that ended and trained, trials in ``skip``
+    (running ones, proposals told without running) left out."""
+    by_trial: dict[int, list[dict]] = {}
+    for r in rows:
+        by_trial.setdefault(int(r["trial"]), []).append(r)
+    out = []
+    for number, trial_rows in by_trial.items():
+        if number in skip or trial_rows[-1].get("phase", "search") != "search":
+            continue
+        usd = estimated_usd(trial_rows, target)
+        if usd is not None:
+            out.append((trial_rows[-1]["params"], usd))
+    return out
+
+
 def encode(params: dict[str, Any], choices: dict[str, list[Any]]) -> tuple[list[float], list[Any]]:
     """(ordinal features in [0, 1], categorical values) of a config: numeric knobs with several choices by their
     rank, every other varied knob (flags) as a category."""
@@ -138,4 +154,4 @@ def choose(
     return candidates[int(np.argmax(score))]
 
 
-__all__ = ["CostModel", "choose", "encode", "estimated_usd"]
+__all__ = ["CostModel", "choose", "encode", "estimated_usd", "evidence"]

@@ -31,13 +31,10 @@ from sweep.contract import CONTINUE, PRUNE, STOP, TrialPool, config_key, trial_p
 from sweep.evaluation import EVAL_SEED_BASE
 from sweep.ledger import LedgerWriter, end_label, last_rows, metrics, read_rows
 from sweep.prices import Price
-from sweep.scheduler import RESERVE_MARGIN, CostPruner, allowance_usd, can_start, reserve_usd
+from sweep.scheduler import CostPruner, allowance_usd, can_start, confirm_allowance_usd, reserve_usd
 
 #: Repeated proposals told and skipped in a row before the planner queues an untried config itself.
 MAX_REPEATS = 20
-#: A confirmation trial the budget cannot give the per-trial cap starts with what is left, if that is at least this
-#: many times the best known cost to target (plus one-time costs).
-CONFIRM_MIN_FACTOR = 2.0
 #: Seconds between touches of the run's heartbeat file while the driver lives.
 HEARTBEAT_S = 2.0
 DUPLICATE = "repeat"
@@ -290,35 +287,20 @@ class Planner:
             self._dispatch(trial, trial_cfg, allowance)
 
     def _untried_points(self, salt: int) -> list[dict[str, Any]]:
-        """Every feasible config not run yet, as suggestions, in an order shuffled by the sampler seed and ``salt``."""
-        out = []
-        for point in space.grid_points(self.cfg, self.cfg.seeds.sampler + salt):
-            found = space.violations(point, self.cfg, self.control_dt_s, self.price.memory_gib)
-            knobs = trial_params(space.trial_config(point, self.cfg, self.profile, 0, 1.0))
-            if not any(v > 0 for v in found.values()) and config_key(knobs) not in self.tried:
-                out.append(point)
-        return out
+        return space.untried_points(self.cfg, self.tried, self.profile, self.control_dt_s, self.price.memory_gib, salt)
 
     def _queue_cheapest_bet(self, study: Any) -> None:
-        """``sampler: cost``: queue the untried config :func:`sweep.acquisition.choose` bets on, from every ended
-        search trial's cost or estimate, unless a queued trial (the initial design) goes first."""
+        """``sampler: cost``: queue the untried config :func:`sweep.acquisition.choose` bets on, from
+        every ended search trial's cost or estimate (:func:`sweep.acquisition.evidence`), unless a queued
+        trial (the initial design) goes first."""
         import optuna
 
         if study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
             return
-        by_trial: dict[int, list[dict]] = {}
-        for r in self.rows:
-            by_trial.setdefault(int(r["trial"]), []).append(r)
-        evidence = []
-        for number, rows in by_trial.items():
-            if number in self.running or number in self.unrun or rows[-1].get("phase", "search") != "search":
-                continue
-            usd = acquisition.estimated_usd(rows, self.cfg.target.success)
-            if usd is not None:
-                evidence.append((rows[-1]["params"], usd))
+        skip = set(self.running) | self.unrun
+        evidence = acquisition.evidence(self.rows, skip, self.cfg.target.success)
         candidates = self._untried_points(len(self.rows))
-        best = self.best_usd()
-        point = acquisition.choose(evidence, candidates, space.choices(self.cfg), best, self.one_time_usd())
+        point = acquisition.choose(evidence, candidates, space.choices(self.cfg), self.best_usd(), self.one_time_usd())
         if point is not None:
             study.enqueue_trial(point)
 
@@ -371,17 +353,15 @@ class Planner:
             self._dispatch(trial, trial_cfg, allowance)
 
     def _confirm_allowance(self) -> float | None:
-        """What the next confirmation trial may spend: the per-trial cap; when the budget left cannot reserve that,
-        what it can reserve, if that is at least :data:`CONFIRM_MIN_FACTOR` x the best known cost to target plus the
-        one-time costs seen (so a trial that ends the confirmation, often the baseline's, still runs); else None."""
-        cap = self.cfg.budget.trial_usd
-        if can_start(self.cfg.budget.usd, self.finished_usd(), self.reserved_usd(), cap):
-            return cap
-        left = (self.cfg.budget.usd - self.finished_usd() - self.reserved_usd()) / RESERVE_MARGIN
-        best = self.best_usd()
-        if best is None or left < CONFIRM_MIN_FACTOR * best + self.one_time_usd():
-            return None
-        return left
+        """What the next confirmation trial may spend (:func:`sweep.scheduler.confirm_allowance_usd`)."""
+        return confirm_allowance_usd(
+            self.cfg.budget.usd,
+            self.finished_usd(),
+            self.reserved_usd(),
+            self.cfg.budget.trial_usd,
+            self.best_usd(),
+            self.one_time_usd(),
+        )
 
     def _dispatched(self) -> dict[int, dict]:
         """Every dispatched trial's latest row; a running trial with no row yet as a 'running' row of its config."""

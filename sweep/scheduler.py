@@ -17,6 +17,9 @@ from sweep.ledger import metrics
 
 #: A running trial's reservation covers its allowance plus an overrun (the cap is checked after each iteration).
 RESERVE_MARGIN = 1.1
+#: A confirmation trial the budget cannot give the per-trial cap starts with what is left, if that is at least this
+#: many times the best known cost to target (plus one-time costs).
+CONFIRM_MIN_FACTOR = 2.0
 
 
 @dataclass
@@ -76,3 +79,22 @@ def reserve_usd(spent_usd: float, allowance: float) -> float:
 def can_start(budget_usd: float, finished_usd: float, running_reserved_usd: float, allowance: float) -> bool:
     """A trial starts only if the budget left after every running trial's reservation pays its own."""
     return budget_usd - finished_usd - running_reserved_usd >= reserve_usd(0.0, allowance)
+
+
+def confirm_allowance_usd(
+    budget_usd: float,
+    finished_usd: float,
+    running_reserved_usd: float,
+    trial_cap_usd: float,
+    best_usd: float | None,
+    one_time_usd: float,
+) -> float | None:
+    """What the next confirmation trial may spend: the per-trial cap; when the budget left cannot reserve that, what
+    it can reserve, if that is at least :data:`CONFIRM_MIN_FACTOR` x the best known cost to target plus the one-time
+    costs seen (so the trial that ends a confirmation, often the baseline's, still runs); else None."""
+    if can_start(budget_usd, finished_usd, running_reserved_usd, trial_cap_usd):
+        return trial_cap_usd
+    left = (budget_usd - finished_usd - running_reserved_usd) / RESERVE_MARGIN
+    if best_usd is None or left < CONFIRM_MIN_FACTOR * best_usd + one_time_usd:
+        return None
+    return left

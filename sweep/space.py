@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sweep.config import RunConfig
-from sweep.contract import TrialConfig
+from sweep.contract import TrialConfig, config_key, trial_params
 from sweep.errors import ConfigError
 
 #: Knobs every space has (flags come on top, as ``flags.<name>``).
@@ -116,6 +116,20 @@ def infeasible_reason(found: dict[str, float]) -> str:
     """One line naming the violated constraints."""
     parts = [f"{k} over its bound by {v:g}" for k, v in found.items() if v > 0]
     return "infeasible: " + "; ".join(parts)
+
+
+def untried_points(
+    cfg: RunConfig, tried: set, profile: str, control_dt_s: float, memory_gib: float | None, salt: int
+) -> list[dict[str, Any]]:
+    """Every feasible config whose knobs (``config_key``) are not in ``tried``, as suggestions, in an order shuffled
+    by the sampler seed and ``salt``."""
+    out = []
+    for point in grid_points(cfg, cfg.seeds.sampler + salt):
+        found = violations(point, cfg, control_dt_s, memory_gib)
+        knobs = trial_params(trial_config(point, cfg, profile, 0, 1.0))
+        if not any(v > 0 for v in found.values()) and config_key(knobs) not in tried:
+            out.append(point)
+    return out
 
 
 def feasible_count(cfg: RunConfig, control_dt_s: float, memory_gib: float | None) -> int:
