@@ -11,6 +11,8 @@ import contextlib
 import copy
 import io
 import math
+import os
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -103,6 +105,17 @@ def agent_config(cfg: Any, flags: dict[str, Any] | None = None) -> dict[str, Any
 def describe_device(device: str) -> str:
     """'cpu', or the GPU's name for a CUDA device (what the ledger records)."""
     return torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
+
+
+def gpu_slot(device: str) -> str:
+    """Which GPU of which machine a CUDA device is, ``<host>:<index>``, the index the machine itself gives it: a
+    Ray actor sees only its own GPU, as ``cuda:0``, and ``CUDA_VISIBLE_DEVICES`` (which Ray sets per actor) says
+    which one that is. '' for a CPU device."""
+    if not device.startswith("cuda"):
+        return ""
+    index = torch.device(device).index or 0
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    return f"{socket.gethostname()}:{visible[index] if index < len(visible) else index}"
 
 
 def resolve_device(device: str) -> str:

@@ -90,6 +90,8 @@ class Row:
     reason: str = ""
     """Why the trial ended this way (failed / pruned / capped)."""
     device: str = ""
+    gpu: str = ""
+    """Which GPU the trial ran on, ``<host>:<index>`` (:func:`sweep.learner.gpu_slot`); '' on a CPU."""
     seed: int = 0
     checkpoint: str = ""
     """The trial's checkpoint file as of this row, relative to the run folder ('' when none is kept): the one
@@ -123,6 +125,7 @@ PROGRESS_FIELDS = (
     "mean_return",
     "train_success",
     "device",
+    "gpu",
     "checkpoint",
 )
 #: A trial's progress before its first row.

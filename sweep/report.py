@@ -53,6 +53,7 @@ def trials_table(rows: list[dict]) -> Any:
         rec.update(
             {
                 "seed": r.get("seed"),
+                "gpu": r.get("gpu") or None,
                 "env_steps": r["env_steps"],
                 "throughput_sps": m["throughput_sps"],
                 "training_s": m["training_s"],

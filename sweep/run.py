@@ -199,7 +199,8 @@ def main(argv: list[str]) -> int:
     compiling: list = []
     try:
         wait_ready(pool)
-        safe_print(f"sweep: {pool.size} worker(s) ({'one per GPU' if has_gpu else 'CPU slots'})", flush=True)
+        where = f"one per GPU: {', '.join(pool.gpus())}" if has_gpu else "CPU slots"
+        safe_print(f"sweep: {pool.size} worker(s) ({where})", flush=True)
         compiling = precompile.start(cfg, run_dir, profile, has_gpu)
         Planner(cfg, run_dir, pool, price, profile, control_dt_s, progress, interrupted=ctrl_c.is_set).run()
     except KeyboardInterrupt:

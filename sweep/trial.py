@@ -22,7 +22,7 @@ from sweep import checkpoints, perf
 from sweep.backends import get_backend
 from sweep.contract import Sink, TrialConfig, TrialRunner, cap_reached, end_state, trial_params
 from sweep.evaluation import EvalResult, evaluate, panel_seeds, pass_due
-from sweep.learner import build_learner, describe_device, device_sync, resolve_device
+from sweep.learner import build_learner, describe_device, device_sync, gpu_slot, resolve_device
 from sweep.ledger import PhaseClock, Row, TrialRows
 from sweep.tblog import TrialScalars
 
@@ -124,7 +124,7 @@ def run_trial(
         try:
             with clock.phase("startup"):
                 log.built = built = build(cfg, clock, out_dir, trial, stack)
-                log.progress["device"] = describe_device(built.device)
+                log.progress.update(device=describe_device(built.device), gpu=gpu_slot(built.device))
             clock.sync = device_sync(built.device, built.env)
             with clock.phase("compile"):
                 built.env.warm_up()

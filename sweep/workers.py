@@ -82,6 +82,10 @@ def _worker_class() -> Any:
         def node(self) -> str:
             return ray.get_runtime_context().get_node_id()
 
+        def gpus(self) -> str:
+            """The GPUs this actor's trials see: ``CUDA_VISIBLE_DEVICES`` as Ray set it ('' for a CPU slot)."""
+            return os.environ.get("CUDA_VISIBLE_DEVICES", "")
+
         def run(self, cfg: dict, run_id: str, trial: int, price: dict, out_dir: str, hub: Any) -> dict:
             from sweep.contract import TrialConfig
             from sweep.trial import runner_for
@@ -218,6 +222,10 @@ class WorkerPool:
     def nodes(self) -> list[str]:
         """Node id of every actor (used to show where trials ran)."""
         return self.ray.get([a.node.remote() for a in self.actors])
+
+    def gpus(self) -> list[str]:
+        """The GPUs each actor sees (its ``CUDA_VISIBLE_DEVICES``: one each with GPUs, '' for CPU slots)."""
+        return self.ray.get([a.gpus.remote() for a in self.actors])
 
     def shutdown(self) -> None:
         if self.owns_ray:

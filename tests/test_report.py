@@ -37,6 +37,7 @@ def write_run(tmp_path: Path) -> tuple[Path, list[dict]]:
             eval_episodes=256,
             price_label="test",
             checkpoint=f"trials/{r['trial']:04d}/checkpoint.pt" if r["state"] == "reached" else "",
+            gpu=f"host-a:{r['trial'] % 2}",
         )
     run_dir = tmp_path / "run"
     with LedgerWriter(run_dir / "ledger.jsonl") as w:
@@ -58,6 +59,7 @@ def test_tables_equal_numbers_recomputed_from_the_ledger(tmp_path: Path) -> None
     assert card.pruned_failed_share == pytest.approx(9 / 39)
     assert card.recommended is not None and card.recommended.trial == 3
     assert card.trials_by_state == {"reached": 2, "pruned": 1, "failed": 1, "capped": 1}
+    assert list(trials["gpu"]) == ["host-a:0", "host-a:1", "host-a:0", "host-a:1", "host-a:0"]  # where each ran
     burn = report.burn_table(rows, 50.0)
     assert burn["spent_usd"].iloc[-1] == pytest.approx(39.0)
     assert burn["left_usd"].iloc[-1] == pytest.approx(11.0)

@@ -12,7 +12,7 @@ import yaml
 from sweep import config as config_mod
 from sweep import validation
 from sweep.config import Workers
-from sweep.ledger import last_rows, read_rows
+from sweep.ledger import last_rows, metrics, read_rows
 from sweep.planner import Planner
 from sweep.prices import resolve
 from sweep.workers import WorkerPool, wait_ready
@@ -60,3 +60,47 @@ def test_trials_run_on_both_nodes_of_a_two_node_cluster(tmp_path: Path) -> None:
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+def test_each_gpu_worker_sees_only_its_own_gpu() -> None:
+    # Ray hands out GPUs it is told of without touching them: each GPU actor gets one in CUDA_VISIBLE_DEVICES,
+    # which torch and JAX in its trials read (their cuda:0 is that GPU; the ledger's `gpu` names it)
+    ray.init(num_cpus=2, num_gpus=2, _node_ip_address="127.0.0.1", include_dashboard=False, namespace="sweep")
+    try:
+        pool = WorkerPool(Workers(num=0, cpus_per_trial=1), use_gpu=True)
+        wait_ready(pool)
+        assert pool.size == 2
+        assert sorted(pool.gpus()) == ["0", "1"]
+    finally:
+        ray.shutdown()
+
+
+def test_trials_side_by_side_never_spend_past_the_budget(tmp_path: Path) -> None:
+    # three worker slots, a budget that pays two trials at their cap and not three: two run side by side, and the
+    # third waits on their reservations instead of starting on money they may still spend
+    data = yaml.safe_load(space_file(tmp_path).read_text())
+    data["backend_options"]["time_scale"] = 0.05  # 1 recorded s = 50 ms: trials last long enough to overlap
+    data["budget"] = {"usd": 70.0, "trial_usd": 30.0, "max_trials": 8}
+    data["workers"] = {"num": 3, "cpus_per_trial": 1}
+    data["initial"] = [{"num_envs": 128, "num_steps_per_env": 8}, {"num_envs": 128, "num_steps_per_env": 16}]
+    cfg = validation.validate(config_mod.compose({**data, "run_id": "side-by-side"}, {}, "test", has_gpu=False))
+    ray.init(num_cpus=3, _node_ip_address="127.0.0.1", include_dashboard=False, namespace="sweep")
+    try:
+        pool = WorkerPool(cfg.workers, use_gpu=False)
+        run_dir = tmp_path / "run"
+        run_dir.mkdir()
+        planner = Planner(cfg, run_dir, pool, resolve("custom", usd_per_hour=3600.0), "recorded", 0.02)
+        planner.run()
+    finally:
+        ray.shutdown()
+    rows = read_rows(run_dir / "ledger.jsonl")
+    ends = last_rows(rows)
+    spans: dict[int, tuple[float, float]] = {}
+    for r in rows:
+        lo, hi = spans.get(r["trial"], (r["wall_time"], r["wall_time"]))
+        spans[r["trial"]] = (min(lo, r["wall_time"]), max(hi, r["wall_time"]))
+    (a0, a1), (b0, b1) = spans[0], spans[1]
+    assert a0 < b1 and b0 < a1, "the two initial trials did not run side by side"
+    assert [t for t, r in ends.items() if r["billable_s"] > 0] == [0, 1]  # both capped at $30: no third fits
+    assert sum(metrics(r)["usd"] for r in ends.values()) <= 70.0
+    assert "budget" in planner.stopping, planner.stopping
