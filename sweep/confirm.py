@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sweep.config import Confirm
 from sweep.contract import TrialParams, config_key, ended_by_study
 from sweep.evidence import ConfigStat, config_identity, config_stats, rank_key
 from sweep.ledger import end_label
@@ -56,6 +57,52 @@ class Plan:
     """Finalists still to run in that round, in order (empty while its last trials run, or when done)."""
     done: str = ""
     """Why the confirmation is over ('' while it goes on)."""
+
+
+@dataclass(frozen=True)
+class Start:
+    """The confirmation's next trial: which finalist, on which training seed."""
+
+    finalist: Finalist
+    seed: int
+
+
+class Phase:
+    """One study's confirmation as the planner drives it: whether it has begun, why it is over, its finalists
+    (fixed once it begins: the search's rows no longer change) and the next trial to start."""
+
+    def __init__(self, cfg: Confirm, baseline_params: Mapping[str, Any] | None, first_seed: int) -> None:
+        self.cfg, self.baseline_params, self.first_seed = cfg, baseline_params, first_seed
+        self.active = False
+        """The study is in its confirmation (read from the ledger on resume)."""
+        self.done = ""
+        """Why the confirmation is over; empty while it goes on."""
+        self._finalists: list[Finalist] | None = None
+
+    def finalists(self, rows: list[dict]) -> list[Finalist]:
+        """:func:`finalists` of the search's rows, computed once."""
+        if self._finalists is None:
+            assert self.baseline_params is not None
+            self._finalists = finalists(rows, self.baseline_params, self.cfg.top)
+        return self._finalists
+
+    def begin(self, rows: list[dict]) -> None:
+        """The search is over: confirm its finalists, or end here (``done`` says why) when no config reached."""
+        if self.finalists(rows):
+            self.active = True
+        else:
+            self.done = "no config reached the target in the search: nothing to confirm"
+
+    def next(self, ends: Mapping[int, dict], rows: list[dict], number: int) -> Start | None:
+        """The trial to start as the study's trial ``number`` (:func:`plan` over every dispatched trial's latest row,
+        ``ends``); None while the round's last trials run, or when the confirmation is over (``done`` set)."""
+        if self.done:
+            return None
+        step = plan(ends, self.finalists(rows), self.cfg.seeds, self.cfg.race_factor)
+        self.done = step.done
+        if not step.todo:
+            return None
+        return Start(step.todo[0], step.seed if step.seed is not None else self.first_seed + number)
 
 
 def finalists(rows: list[dict], baseline_params: Mapping[str, Any], top: int) -> list[Finalist]:
@@ -127,4 +174,4 @@ def _members(ends: Mapping[int, dict], finals: list[Finalist], seeds: int, facto
     return tuple(f for f in finals if f.key not in out and ran.get(f.key, 0) < seeds)
 
 
-__all__ = ["RACE_RULE", "Finalist", "Plan", "finalists", "out_of_race", "plan"]
+__all__ = ["RACE_RULE", "Finalist", "Phase", "Plan", "Start", "finalists", "out_of_race", "plan"]

@@ -107,11 +107,7 @@ class Planner:
             else None
         )
         """The baseline config as the ledger names it (None without a confirmation phase)."""
-        self.confirming = False
-        """The study is in its confirmation phase (read from the ledger once orphans are closed)."""
-        self.confirm_done = ""
-        """Why the confirmation is over; empty while it goes on."""
-        self._finalists: list[confirm.Finalist] | None = None
+        self.confirmation = confirm.Phase(cfg.confirm, self.baseline_params, cfg.seeds.training)
 
     # -- accounting (all from ledger rows) -------------------------------------------------------
     def best_usd(self) -> float | None:
@@ -140,13 +136,6 @@ class Planner:
         share = self.cfg.confirm.budget_share if self.cfg.confirm.enabled else 0.0
         return self.cfg.budget.usd * (1.0 - share)
 
-    def finalists(self) -> list[confirm.Finalist]:
-        """The configs the confirmation runs (from the search's rows, which no longer change once it begins)."""
-        if self._finalists is None:
-            assert self.baseline_params is not None
-            self._finalists = confirm.finalists(self.rows, self.baseline_params, self.cfg.confirm.top)
-        return self._finalists
-
     def finished_usd(self) -> float:
         return sum(metrics(r)["usd"] for t, r in last_rows(self.rows).items() if t not in self.running)
 
@@ -167,7 +156,7 @@ class Planner:
     def run(self) -> Any:
         study = study_store.open_study(self.cfg, self.run_dir)
         study_store.close_orphans(study, self.rows, self.cfg, self.price, self.heartbeat_path, self._append_closed)
-        self.confirming = any(r.get("phase") == "confirm" for r in self.rows)
+        self.confirmation.active = any(r.get("phase") == "confirm" for r in self.rows)
         with LedgerWriter(self.ledger_path) as ledger:
             self.ledger = ledger
             try:
@@ -191,13 +180,14 @@ class Planner:
         return study
 
     def status(self) -> dict[str, Any]:
+        confirming, done = self.confirmation.active, self.confirmation.done
         return {
             "spent_usd": self.spent_usd(),
             "budget_usd": self.cfg.budget.usd,
             "states": self.state_counts(),
             "best_usd": self.best_usd(),
-            "stopping": self.stopping or self.confirm_done or ("" if self.confirming else self.closed),
-            "phase": "confirm" if self.confirming else "search",
+            "stopping": self.stopping or done or ("" if confirming else self.closed),
+            "phase": "confirm" if confirming else "search",
         }
 
     def _over(self, study: Any) -> bool:
@@ -205,21 +195,18 @@ class Planner:
         its search to its confirmation when the search is over."""
         if self.stopping:
             return True
-        if self.confirming:
-            return bool(self.confirm_done)
+        if self.confirmation.active:
+            return bool(self.confirmation.done)
         if not self.closed and self._may_start(study):
             return False
         if self.stopping or not self.cfg.confirm.enabled:
             return True
-        if not self.finalists():
-            self.confirm_done = "no config reached the target in the search: nothing to confirm"
-            return True
-        self.confirming = True
-        return False
+        self.confirmation.begin(self.rows)
+        return not self.confirmation.active
 
     def _may_start(self, study: Any) -> bool:
         """Whether the search may start another trial."""
-        if self.stopping or self.closed or self.confirming:
+        if self.stopping or self.closed or self.confirmation.active:
             return False
         started = study_store.started(study) - len(self.unrun) - study_store.confirmations(study)
         if started >= self.cfg.budget.max_trials:
@@ -238,7 +225,7 @@ class Planner:
         return True
 
     def _start_trials(self, study: Any) -> None:
-        if self.confirming:
+        if self.confirmation.active:
             self._start_confirmations(study)
             return
         repeats = 0
@@ -316,39 +303,29 @@ class Planner:
         trial.set_user_attr("node", node)
 
     def _start_confirmations(self, study: Any) -> None:
-        """Start the confirmation's next trials (:func:`sweep.confirm.plan`) while slots and budget allow: not pruned
-        on cost, capped at the per-trial cap only, the whole budget theirs."""
+        """Start the confirmation's next trials (:class:`sweep.confirm.Phase`) while slots and budget allow: not
+        pruned on cost, capped at the per-trial cap only, the whole budget theirs."""
         import optuna
 
-        c = self.cfg.confirm
-        while self.pool.idle() > 0 and not self.stopping and not self.confirm_done:
-            step = confirm.plan(self._dispatched(), self.finalists(), c.seeds, c.race_factor)
-            if step.done:
-                self.confirm_done = step.done
+        while self.pool.idle() > 0 and not self.stopping:
+            number = len(study.get_trials(deepcopy=False))  # the number the new trial gets
+            start = self.confirmation.next(self._dispatched(), self.rows, number)
+            if start is None:
                 return
-            if not step.todo:
-                return  # the round's last trials are running
+            if start.seed >= EVAL_SEED_BASE:  # never train on a held-out seed
+                self.confirmation.done = "training seeds exhausted: the next round's seed would be a held-out seed"
+                return
             allowance = self._confirm_allowance()
             if allowance is None:
                 if not self.running:
                     self.stopping = "budget left cannot pay another confirmation trial"
                 return
-            number = len(study.get_trials(deepcopy=False))  # the number the new trial gets
-            seed = step.seed if step.seed is not None else self.cfg.seeds.training + number
-            if seed >= EVAL_SEED_BASE:  # never train on a held-out seed
-                self.confirm_done = "training seeds exhausted: the next round's seed would be a held-out seed"
-                return
             # Not study.ask(): it would hand out a trial still waiting in the queue (a grid point, an initial entry).
             trial = optuna.trial.Trial(study, study._storage.create_new_trial(study._study_id))
-            finalist = step.todo[0]
+            cap_s = allowance * 3600.0 / self.price.usd_per_hour
+            f = start.finalist
             trial_cfg = space.trial_config(
-                finalist.params,
-                self.cfg,
-                self.profile,
-                seed,
-                allowance * 3600.0 / self.price.usd_per_hour,
-                phase="confirm",
-                baseline=finalist.baseline,
+                f.params, self.cfg, self.profile, start.seed, cap_s, phase="confirm", baseline=f.baseline
             )
             self._dispatch(trial, trial_cfg, allowance)
 
@@ -402,45 +379,19 @@ class Planner:
         del self.running[run.number]
 
     def _fail_lost(self, study: Any, run: Running, reason: str, state: str = "failed") -> None:
-        """A trial whose worker died (or was stopped): billed to its last row plus the time until that was seen.
-
-        Optuna is told FAIL: the trial did not finish, through no fault of its config.
-        """
-        import optuna
-
-        last = run.rows[-1] if run.rows else None
-        seen = time.time()
-        billable = (last["billable_s"] + (seen - last["wall_time"])) if last else (seen - run.started)
-        self._write(
-            study_store.end_row(self.cfg, self.price, run.number, run.params, state, reason, billable, last, run.config)
+        """A trial whose worker died (or was stopped): billed and told (:func:`sweep.study_store.tell_lost`)."""
+        study_store.tell_lost(
+            study, run.optuna_trial, self.cfg, self.price, run.rows, run.started, state, reason, run.config, self._write
         )
         self._drop_checkpoint(run.number)
-        run.optuna_trial.set_user_attr("state", state)
-        run.optuna_trial.set_user_attr("reason", reason)
-        study.tell(run.optuna_trial, state=optuna.trial.TrialState.FAIL)
         del self.running[run.number]
 
     def _tell_unrun(
-        self,
-        study: Any,
-        trial: Any,
-        params: dict,
-        reason: str,
-        found: dict[str, float],
-        trial_cfg: dict[str, Any] | None = None,
+        self, study: Any, trial: Any, params: dict, reason: str, found: dict[str, float], trial_cfg: dict | None = None
     ) -> None:
         """A trial told PRUNED without running (infeasible or a repeat): a zero-cost ledger row, no spend."""
-        import optuna
-
         self.unrun.add(trial.number)
-        for key, value in found.items():
-            trial.set_constraint(key, value)
-        trial.set_user_attr("state", "pruned")
-        trial.set_user_attr("reason", reason)
-        self._write(
-            study_store.end_row(self.cfg, self.price, trial.number, params, "pruned", reason, 0.0, None, trial_cfg)
-        )
-        study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        study_store.tell_unrun(study, trial, self.cfg, self.price, params, reason, found, trial_cfg, self._write)
 
     def _stop_running(self, study: Any, reason: str) -> None:
         """Ctrl-C: kill the running trials and bill each up to now (they end 'capped', not failed).

@@ -5,7 +5,7 @@ closes itself (a lost worker, a dead driver, a proposal told without running), s
 sampler and none goes unbilled in the ledger. A row always reaches the ledger before Optuna is told: a crash
 between the two leaves a trial that the next resume closes from its row.
 
-How an end is told (:func:`tell_end`, :func:`close_orphans`, and the planner for proposals it does not run):
+How an end is told (:func:`tell_end`, :func:`tell_unrun`, :func:`tell_lost`, :func:`close_orphans`):
 - reached: COMPLETE with (usd, wall) to target, feasible;
 - capped or failed by its own fault (divergence, out of memory): COMPLETE with the cost spent and a
   positive ``success_gap`` constraint (infeasible, ranked by how close it came);
@@ -111,6 +111,56 @@ def end_row(
     if unclaimed > 0:
         row.phases_s["other"] = row.phases_s.get("other", 0.0) + unclaimed
     return row.__dict__
+
+
+def tell_unrun(
+    study: Any,
+    trial: Any,
+    cfg: RunConfig,
+    price: Price,
+    params: dict,
+    reason: str,
+    found: dict[str, float],
+    dispatched: dict[str, Any] | None,
+    write: Callable[[dict], None],
+) -> None:
+    """A proposal told PRUNED without running (infeasible, a repeat; ``found``: its constraint values): its zero-cost
+    end row written first, then Optuna told."""
+    import optuna
+
+    for key, value in found.items():
+        trial.set_constraint(key, value)
+    trial.set_user_attr("state", "pruned")
+    trial.set_user_attr("reason", reason)
+    write(end_row(cfg, price, trial.number, params, "pruned", reason, 0.0, None, dispatched))
+    study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+
+
+def tell_lost(
+    study: Any,
+    trial: Any,
+    cfg: RunConfig,
+    price: Price,
+    rows: list[dict],
+    started: float,
+    state: str,
+    reason: str,
+    dispatched: dict[str, Any],
+    write: Callable[[dict], None],
+) -> None:
+    """A dispatched trial whose worker died or was stopped (``rows``: what it sent; ``started``: Unix s): billed to
+    its last row plus the time until now, its end row written first, then Optuna told FAIL (it did not finish,
+    through no fault of its config)."""
+    import optuna
+
+    last = rows[-1] if rows else None
+    seen = time.time()
+    billable = (last["billable_s"] + (seen - last["wall_time"])) if last else (seen - started)
+    params = trial.user_attrs["knobs"]
+    write(end_row(cfg, price, trial.number, params, state, reason, billable, last, dispatched))
+    trial.set_user_attr("state", state)
+    trial.set_user_attr("reason", reason)
+    study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
 
 def close_orphans(

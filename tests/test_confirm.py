@@ -78,9 +78,9 @@ def test_racing_stops_a_clearly_worse_candidate_after_two_seeds(tmp_path: Path) 
     assert [len(runs[k]) for k in (A, B, C, D)] == [3, 2, 1, 3]  # B stopped; the leader and the baseline go on
     assert [r["seed"] for r in runs[B]] == [2, 5] and [r["seed"] for r in runs[D]] == [4, 5, 8]
     stats = {c.key: c for c in evidence.config_stats(p.rows)}
-    out = confirm.out_of_race(stats, p.finalists(), 1.5)
+    out = confirm.out_of_race(stats, p.confirmation.finalists(p.rows), 1.5)
     assert list(out.values()) == ["mean $36.0000 > 1.5 x the leader's $11.0000"]
-    assert p.confirm_done.startswith("confirmation complete")
+    assert p.confirmation.done.startswith("confirmation complete")
 
 
 def test_without_racing_pressure_every_finalist_gets_its_seeds(tmp_path: Path) -> None:
@@ -177,7 +177,7 @@ def test_a_resumed_study_continues_its_confirmation(tmp_path: Path) -> None:
     assert any(r["phase"] == "confirm" and r["state"] == "capped" and "Ctrl-C" in r["reason"] for r in cut.values())
     resumed = planner(cfg, tmp_path / "run")
     resumed.run()
-    assert resumed.confirm_done.startswith("confirmation complete")
+    assert resumed.confirmation.done.startswith("confirmation complete")
 
     reached = {k: [r["seed"] for r in v if r["state"] == "reached"] for k, v in by_config(resumed.rows).items()}
     assert reached == {A: [1, 5, 9], B: [2, 5, 9], C: [3], D: [4, 5, 9]}  # the interrupted one ran again on seed 5
@@ -190,5 +190,5 @@ def test_no_confirmation_when_nothing_reached(tmp_path: Path) -> None:
     costs = {k: {s: 500 for s in range(1, 5)} for k in (A, B, C, D)}
     p = planner(make_cfg(tmp_path, costs), tmp_path / "run")
     p.run()
-    assert p.confirm_done == "no config reached the target in the search: nothing to confirm"
+    assert p.confirmation.done == "no config reached the target in the search: nothing to confirm"
     assert all(r["phase"] == "search" for r in p.rows)
