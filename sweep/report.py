@@ -253,6 +253,7 @@ def _table_html(trials: Any) -> str:
         "state",
         "phase",
         "seed",
+        *(["gpu"] if trials["gpu"].notna().any() else []),  # where each ran, on GPU workers
         *KNOB_COLUMNS,
         "flags",
         "env_steps",

@@ -60,6 +60,8 @@ def test_tables_equal_numbers_recomputed_from_the_ledger(tmp_path: Path) -> None
     assert card.recommended is not None and card.recommended.trial == 3
     assert card.trials_by_state == {"reached": 2, "pruned": 1, "failed": 1, "capped": 1}
     assert list(trials["gpu"]) == ["host-a:0", "host-a:1", "host-a:0", "host-a:1", "host-a:0"]  # where each ran
+    page = report.render(tmp_path / "run", rows)
+    assert ">gpu</th>" in page and "<td>host-a:1</td>" in page
     burn = report.burn_table(rows, 50.0)
     assert burn["spent_usd"].iloc[-1] == pytest.approx(39.0)
     assert burn["left_usd"].iloc[-1] == pytest.approx(11.0)
