@@ -13,12 +13,17 @@ from sweep.contract import TrialConfig
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def search_efficiency():
-    """``benchmarks/search_efficiency.py`` as a module (its search strategies, tested on recorded tables)."""
-    spec = importlib.util.spec_from_file_location("search_efficiency", ROOT / "benchmarks" / "search_efficiency.py")
+def benchmark(name: str):
+    """``benchmarks/<name>.py`` as a module (benchmark logic that tests check)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     return bench
+
+
+def search_efficiency():
+    """``benchmarks/search_efficiency.py`` as a module (its search strategies, tested on recorded tables)."""
+    return benchmark("search_efficiency")
 
 
 def run_module(module: str, *args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess:
