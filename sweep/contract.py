@@ -297,6 +297,9 @@ class TrialPool(Protocol):
     def drain_rows(self) -> list[dict]:
         """Rows sent by running trials since the last call."""
 
+    def wait_rows(self, timeout_s: float) -> None:
+        """Return as soon as a row is waiting to be drained, or after ``timeout_s`` seconds."""
+
     def lost(self) -> list[tuple[int, str]]:
         """Trials whose worker died since the last call: (trial, reason)."""
 

@@ -24,6 +24,7 @@ class InlinePool:
         self.lock = threading.Lock()
         self.answers: dict[tuple[int, int], tuple[threading.Event, list[str]]] = {}
         self.threads: dict[int, threading.Thread] = {}
+        self.arrived = threading.Event()
 
     def idle(self) -> int:
         return self.size - sum(t.is_alive() for t in self.threads.values())
@@ -37,6 +38,7 @@ class InlinePool:
                     self.answers[key] = (event, answer)
             with self.lock:
                 self.rows.append(row.__dict__)
+            self.arrived.set()
             if row.state == "running":
                 event.wait(30)
             return answer[0]
@@ -60,6 +62,11 @@ class InlinePool:
         with self.lock:
             rows, self.rows = self.rows, []
         return rows
+
+    def wait_rows(self, timeout_s: float) -> None:
+        if not self.rows:
+            self.arrived.wait(timeout_s)
+        self.arrived.clear()  # a row sent since is still in self.rows: the next call returns at once
 
     def lost(self) -> list[tuple[int, str]]:
         return []

@@ -170,7 +170,8 @@ class Planner:
                         break
                     if self.interrupted():
                         raise KeyboardInterrupt
-                    time.sleep(self.poll_s)
+                    # Woken by the next row: a trial waits for the answer to its checkpoint (GPU idle, billed).
+                    self.pool.wait_rows(self.poll_s)
             except KeyboardInterrupt:
                 self.stopping = "interrupted (Ctrl-C)"
                 self._stop_running(study, "interrupted by the user (Ctrl-C); billed up to the stop")

@@ -8,6 +8,7 @@ trial is reported as lost and the actor is replaced.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from dataclasses import asdict
@@ -45,9 +46,11 @@ def _hub_class() -> Any:
             self.asyncio = asyncio
             self.rows: list[dict] = []
             self.answers: dict[tuple[int, int], Any] = {}
+            self.arrived = asyncio.Event()
 
         async def report(self, row: dict) -> str:
             self.rows.append(row)
+            self.arrived.set()
             if row["state"] != "running":
                 return Decision.CONTINUE
             key = (int(row["trial"]), int(row["iteration"]))
@@ -62,6 +65,12 @@ def _hub_class() -> Any:
         async def drain(self) -> list[dict]:
             rows, self.rows = self.rows, []
             return rows
+
+        async def wait(self, timeout_s: float) -> None:
+            if not self.rows:
+                with contextlib.suppress(TimeoutError):
+                    await self.asyncio.wait_for(self.arrived.wait(), timeout_s)
+            self.arrived.clear()  # a row reported since is still in self.rows: the next wait returns at once
 
         async def decide(self, trial: int, iteration: int, answer: str) -> None:
             key = (trial, iteration)
@@ -200,6 +209,10 @@ class WorkerPool:
             if done:  # rows sent just before the trial returned
                 rows += self.ray.get(self.hub.drain.remote())
         return rows
+
+    def wait_rows(self, timeout_s: float) -> None:
+        """Until a worker reports a row, or ``timeout_s`` (a worker that dies reports none: the timeout finds it)."""
+        self.ray.get(self.hub.wait.remote(timeout_s))
 
     def lost(self) -> list[tuple[int, str]]:
         """Trials whose worker died (or raised outside the trial) since the last drain."""

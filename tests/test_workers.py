@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,23 @@ def test_local_ray_is_bound_to_localhost_with_the_dashboard_off() -> None:
             lines = subprocess.run(["ss", "-ltnp"], capture_output=True, text=True).stdout.splitlines()
             ray_lines = [ln for ln in lines if any(k in ln for k in ("raylet", "gcs_server", "ray::"))]
             assert ray_lines and all("127.0.0.1" in ln for ln in ray_lines), ray_lines
+    finally:
+        pool.shutdown()
+
+
+def test_the_driver_wakes_as_soon_as_a_worker_reports_a_row() -> None:
+    # A trial waits for the answer to each checkpoint row with the GPU idle: the driver must not sleep through it.
+    pool = WorkerPool(Workers(num=1, cpus_per_trial=1), use_gpu=False)
+    try:
+        wait_ready(pool)
+        pool.wait_rows(0.01)  # nothing reported: back at the timeout
+        waiter = threading.Thread(target=pool.wait_rows, args=(90.0,), daemon=True)
+        waiter.start()
+        ray.get(pool.hub.report.remote({"trial": 0, "state": "capped", "billable_s": 1.0}))
+        waiter.join(45.0)
+        assert not waiter.is_alive(), "the driver slept through a reported row"
+        assert [r["trial"] for r in pool.drain_rows()] == [0]
+        pool.wait_rows(0.01)  # drained: waits again
     finally:
         pool.shutdown()
 
