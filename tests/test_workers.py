@@ -1,4 +1,5 @@
-"""The Ray worker pool: bound to 127.0.0.1, dashboard off, normal priority, trials spread over a 2-node cluster."""
+"""The Ray worker pool: bound to 127.0.0.1, dashboard off, normal priority, wakes the driver on each row, trials spread
+over a 2-node cluster, one GPU per actor, reservations across side-by-side trials."""
 
 from __future__ import annotations
 
