@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sweep.ledger import PROGRESS_FIELDS
+from sweep.ledger import PROGRESS_FIELDS, one_time_s, read_rows
 
 #: Billable seconds past the equal-terms cap that a recorded trial's start-up and compilation may take (cold compiles
 #: of one shape measured 15-55 s on an H200): the trial's hard cap is ``--cap-s`` plus this.
@@ -68,7 +68,7 @@ def grid(args: argparse.Namespace) -> list[dict]:
     import torch
 
     from sweep.contract import CONTINUE, TrialConfig, trial_params
-    from sweep.ledger import LedgerWriter, read_rows
+    from sweep.ledger import LedgerWriter
     from sweep.trial import run_trial
 
     index, count = args.shard
@@ -149,8 +149,6 @@ def recorded_rows(out: str, cap_s: float) -> list[dict]:
     """The rows of the recording of each point, from ``<out>.jsonl`` and every shard's ledger, each row with
     ``complete`` set (:func:`complete`): a point's last complete trial, else its last trial that ended. A trial run
     again replaces an incomplete one; the ledgers keep both."""
-    from sweep.ledger import read_rows
-
     base = Path(out)
     trials: dict[tuple, list[dict]] = {}  # (file, run_id, trial) -> rows, in the order recorded
     for path in [base.with_suffix(".jsonl"), *sorted(base.parent.glob(f"{base.stem}.shard*.jsonl"))]:
@@ -162,7 +160,7 @@ def recorded_rows(out: str, cap_s: float) -> list[dict]:
             continue  # cut off mid-way: run again
         ok = complete(rows[-1], cap_s)
         point = point_key(rows[0]["params"], rows[0]["seed"])
-        if ok or not chosen.get(point, [{}])[0].get("complete"):
+        if ok or point not in chosen or not chosen[point][0]["complete"]:
             chosen[point] = [{**r, "complete": ok} for r in rows]
     return [r for rows in chosen.values() for r in rows]
 
@@ -171,12 +169,9 @@ def complete(end: dict, cap_s: float) -> bool:
     """Whether a trial's end row finishes its grid point: it reached, failed, or trained at least ``cap_s`` seconds
     on equal terms (less start-up and compilation) before its cap (a 5% shortfall tolerated). A trial capped on billable
     seconds after a long compile trained less than the others: its point is recorded again."""
-    from sweep.ledger import ONE_TIME_PHASES
-
     if end["state"] != "capped":
         return True
-    one_time = sum(end.get("phases_s", {}).get(p, 0.0) for p in ONE_TIME_PHASES)
-    return end["billable_s"] - one_time >= 0.95 * cap_s
+    return end["billable_s"] - one_time_s(end.get("phases_s", {})) >= 0.95 * cap_s
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -245,8 +240,6 @@ def main() -> None:
             parser.error(str(exc))
         rows = grid(args)
     else:
-        from sweep.ledger import read_rows
-
         rows = [r for path in args.paths for r in read_rows(path)]
     save(rows, args)
     print(f"{len({(r['run_id'], r['trial']) for r in rows})} trials -> {args.out}")

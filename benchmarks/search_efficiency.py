@@ -40,7 +40,7 @@ from sweep import validation
 from sweep.backends.replay import load_table
 from sweep.contract import FLAG_PREFIX, TrialParams, config_key
 from sweep.inline import InlinePool
-from sweep.ledger import ONE_TIME_PHASES, end_label, metrics, read_rows
+from sweep.ledger import end_label, metrics, one_time_s, read_rows
 from sweep.planner import Planner
 from sweep.prices import resolve
 from sweep.summary import summarize
@@ -70,8 +70,7 @@ def record_cost(record: dict[str, Any], target: float) -> tuple[float, bool]:
 
 
 def _equal_terms_s(point: dict[str, Any]) -> float:
-    one_time = sum(point.get("phases_s", {}).get(p, 0.0) for p in ONE_TIME_PHASES)
-    return max(0.0, point["billable_s"] - one_time)
+    return max(0.0, point["billable_s"] - one_time_s(point.get("phases_s", {})))
 
 
 def config_means(table: dict[str, Any], target: float) -> dict[tuple, float]:

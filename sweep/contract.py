@@ -15,7 +15,7 @@ from sweep import checkpoints, perf
 from sweep.backends import get_backend
 from sweep.errors import ConfigError
 from sweep.evaluation import DEFAULT_EPISODES, check_training_seed
-from sweep.ledger import ONE_TIME_PHASES, STUDY_PHASES
+from sweep.ledger import STUDY_PHASES, one_time_s
 
 if TYPE_CHECKING:
     from sweep.ledger import Row
@@ -72,7 +72,7 @@ def cap_reached(cfg: TrialConfig, billable_s: float, phases_s: Mapping[str, floa
     billable seconds, or the best known cost on equal terms (billable seconds less start-up and compilation)."""
     if billable_s >= cfg.cap_s:
         return capped_reason(cfg.cap_s)
-    race_s = billable_s - sum(phases_s.get(p, 0.0) for p in ONE_TIME_PHASES)
+    race_s = billable_s - one_time_s(phases_s)
     if cfg.race_cap_s is not None and race_s >= cfg.race_cap_s:
         return (
             f"capped at the best known cost to target on equal terms ({cfg.race_cap_s:.1f} billable s past "

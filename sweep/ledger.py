@@ -18,7 +18,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,6 +168,11 @@ class TrialRows:
         )
 
 
+def one_time_s(phases_s: Mapping[str, float]) -> float:
+    """Seconds of start-up and compilation (:data:`ONE_TIME_PHASES`) in a row's phase seconds."""
+    return sum(float(phases_s.get(p, 0.0)) for p in ONE_TIME_PHASES)
+
+
 def metrics(row: Row | dict) -> dict[str, Any]:
     """Every derived figure of a row, each over its own denominator (see module docstring)."""
     r = row if isinstance(row, dict) else row.__dict__
@@ -180,7 +185,7 @@ def metrics(row: Row | dict) -> dict[str, Any]:
         "usd": usd(float(r["billable_s"]), float(r["price_usd_per_hour"])),
         "bottleneck": bottleneck(phases, r.get("peak_gpu_gib"), r.get("gpu_capacity_gib")),
     }
-    out["one_time_s"] = sum(phases[p] for p in ONE_TIME_PHASES)
+    out["one_time_s"] = one_time_s(phases)
     out["race_usd"] = usd(max(0.0, out["wall_s"] - out["one_time_s"]), float(r["price_usd_per_hour"]))
     reached = r["state"] == "reached"
     out["wall_to_target_s"] = out["wall_s"] if reached else None

@@ -19,7 +19,7 @@ from typing import Any
 from sweep.backends.base import Backend, Profile, TaskEnv
 from sweep.contract import Sink, TrialConfig, TrialParams, cap_reached, config_key, end_state, trial_params
 from sweep.errors import ConfigError
-from sweep.ledger import ONE_TIME_PHASES, Row, TrialRows
+from sweep.ledger import Row, TrialRows, one_time_s
 
 #: Seconds a recorded checkpoint may lie past a cap and still be the cap's own pass (float rounding of the cap,
 #: which the planner derives from a recorded cost: a repeat of the best config is capped at exactly its cost).
@@ -105,7 +105,7 @@ def replay_trial(
         # A checkpoint recorded at the cap itself (to float rounding) is the cap's pass, which a real trial runs.
         capped = cap_reached(cfg, rec["billable_s"] - CAP_ROUNDING_S, rec["phases_s"])
         if capped:  # the trial would have stopped at its cap: bill up to there, not the whole recorded stretch
-            one_time = sum(rec["phases_s"].get(p, 0.0) for p in ONE_TIME_PHASES)
+            one_time = one_time_s(rec["phases_s"])
             limit = min(cfg.cap_s, one_time + cfg.race_cap_s if cfg.race_cap_s is not None else cfg.cap_s)
             return end(dict(rec, billable_s=limit), "capped", capped)
         ending = end_state(rec.get("success"), cfg.target, sink(rows.row("running", {**rec, **served})))
