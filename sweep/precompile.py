@@ -3,11 +3,12 @@
 A trial that meets an env shape (``num_envs``, backend knobs) its worker has not built yet compiles it: 15-20 s
 on an H200 cold, a few seconds from the persistent cache (``compile_cache`` flag). On a GPU machine
 ``sweep.run`` starts ``python -m sweep.precompile`` beside the workers (up to 4 side by side, see :func:`jobs`):
-they build and warm one env per shape the study may need (XLA compiles on the host CPU, idle while the GPU trains)
-and train nothing. Their seconds overlap the trials' billed seconds on the same machine, so they are not billed
-again; they run at a lower priority (niceness 10) than the trials, and a trial they still slow pays that in its
-own bill. Each writes one JSON line per shape (num_envs, knobs, seconds, and ``at``: when it was ready, Unix s)
-to ``precompile.jsonl`` in the run folder.
+they compile what an env of each shape the study may need compiles (:meth:`Backend.preload`: XLA compiles on the
+host CPU, idle while the GPU trains; no env is built) and train nothing. Their seconds
+overlap the trials' billed seconds on the same machine, so they are not billed again; they run at a lower
+priority (niceness 10) than the trials, and a trial they still slow pays that in its own bill. Each writes one
+JSON line per shape (num_envs, knobs, seconds, and ``at``: when it was ready, Unix s) to ``precompile.jsonl`` in
+the run folder; each GPU worker then loads the shape from the cache ahead of its trials (:mod:`sweep.preload`).
 
 CLI (started by ``sweep.run``): ``python -m sweep.precompile <plan.json>``.
 """
@@ -26,8 +27,6 @@ from typing import Any
 from sweep import perf
 from sweep.config import RunConfig
 
-#: Seed of the envs built here (a training-range seed; nothing is trained or evaluated with them).
-SEED = 0
 #: The longest a later process waits for the first one's first shape before it starts anyway (s).
 STAGGER_MAX_S = 120.0
 
@@ -95,6 +94,18 @@ def jobs(cpus: int | None = None) -> int:
     return max(1, min(4, (cpus if cpus is not None else os.cpu_count() or 1) // 4))
 
 
+def worker_plan(cfg: RunConfig, run_dir: Path, profile: str, has_gpu: bool) -> dict[str, Any] | None:
+    """What each GPU worker loads ahead of its trials (:mod:`sweep.preload`): every shape of the plan, read from
+    the persistent cache once this module's line says it is there; None when nothing is compiled ahead."""
+    from sweep.backends import get_backend
+
+    if not wanted(cfg, has_gpu):
+        return None
+    planned = shapes(cfg, get_backend(cfg.backend).knobs)
+    ready = str(run_dir.resolve() / "precompile.jsonl")
+    return {"backend": cfg.backend, "profile": profile, "device": cfg.device, "shapes": planned, "ready": ready}
+
+
 def start(cfg: RunConfig, run_dir: Path, profile: str, has_gpu: bool, n: int | None = None) -> list[subprocess.Popen]:
     """Start ``n`` (default :func:`jobs`) compiling processes for this study (none when not wanted), each with every
     ``n``-th shape of the plan, so the shapes first needed are compiled first and side by side; stop them with
@@ -149,7 +160,7 @@ def wait_for(path: Path, lines: int, poll_s: float = 1.0, max_s: float = STAGGER
 
 
 def main(argv: list[str]) -> int:
-    """Build and warm every shape of the plan in turn, one JSON line each."""
+    """Compile every shape of the plan in turn into the persistent cache, one JSON line each."""
     from sweep.backends import get_backend
     from sweep.learner import resolve_device
 
@@ -161,9 +172,7 @@ def main(argv: list[str]) -> int:
     with open(plan["out"], "a") as out:
         for num_envs, knobs in plan["shapes"]:
             t0 = time.perf_counter()
-            env = backend.make_env(int(num_envs), SEED, device, plan["profile"], **knobs)
-            env.warm_up()
-            env.close()
+            backend.preload(int(num_envs), device, plan["profile"], **knobs)
             line = {"num_envs": num_envs, "knobs": knobs, "seconds": time.perf_counter() - t0, "at": time.time()}
             out.write(json.dumps(line) + "\n")  # one short line per write: the processes' lines do not interleave
             out.flush()

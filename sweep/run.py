@@ -202,6 +202,7 @@ def main(argv: list[str]) -> int:
         where = f"one per GPU: {', '.join(pool.gpus())}" if has_gpu else "CPU slots"
         safe_print(f"sweep: {pool.size} worker(s) ({where})", flush=True)
         compiling = precompile.start(cfg, run_dir, profile, has_gpu)
+        pool.preload(precompile.worker_plan(cfg, run_dir, profile, has_gpu))
         Planner(cfg, run_dir, pool, price, profile, control_dt_s, progress, interrupted=ctrl_c.is_set).run()
     except KeyboardInterrupt:
         ctrl_c.set()

@@ -95,6 +95,12 @@ def _worker_class() -> Any:
             """The GPUs this actor's trials see: ``CUDA_VISIBLE_DEVICES`` as Ray set it ('' for a CPU slot)."""
             return os.environ.get("CUDA_VISIBLE_DEVICES", "")
 
+        def preload(self, plan: dict) -> None:
+            """Start loading the study's env shapes beside the trials (:mod:`sweep.preload`)."""
+            from sweep import preload
+
+            preload.start(plan)
+
         def run(self, cfg: dict, run_id: str, trial: int, price: dict, out_dir: str, hub: Any) -> dict:
             from sweep.contract import TrialConfig
             from sweep.trial import runner_for
@@ -154,6 +160,7 @@ class WorkerPool:
         self.actors: list[Any] = [self._new_actor() for _ in range(self.size)]
         self.busy: dict[Any, tuple[int, Any]] = {}  # ObjectRef -> (trial number, actor)
         self._nodes: dict[Any, str] = {}
+        self.plan: dict | None = None
 
     def _count(self) -> int:
         resources = self.ray.cluster_resources()
@@ -177,8 +184,20 @@ class WorkerPool:
 
     def _new_actor(self) -> Any:
         if self.use_gpu:
-            return self.worker_cls.options(num_gpus=1, num_cpus=1).remote()
-        return self.worker_cls.options(num_cpus=self._cpus_per_actor()).remote()
+            actor = self.worker_cls.options(num_gpus=1, num_cpus=1).remote()
+        else:
+            actor = self.worker_cls.options(num_cpus=self._cpus_per_actor()).remote()
+        if self.plan is not None:
+            actor.preload.remote(self.plan)  # queued before any trial the actor is given
+        return actor
+
+    def preload(self, plan: dict | None) -> None:
+        """Have every worker, and every one that replaces a dead one, load ``plan``'s env shapes ahead of its
+        trials (:func:`sweep.precompile.worker_plan`; None: nothing to load)."""
+        self.plan = plan
+        if plan is not None:
+            for actor in self.actors:
+                actor.preload.remote(plan)
 
     def idle(self) -> int:
         return len(self.actors) - len(self.busy)

@@ -115,6 +115,11 @@ class Backend(ABC):
     def make_env(self, num_envs: int, seed: int, device: str, profile: str, **knobs: object) -> TaskEnv:
         """Build ``num_envs`` environments on ``device`` whose training randomness derives from ``seed``."""
 
+    def preload(self, num_envs: int, device: str, profile: str, **knobs: object) -> None:  # noqa: B027 (optional)
+        """Compile, or load from the persistent cache, what ``make_env`` with this shape would compile, without
+        building an env, so that a later env of this shape in this process compiles nothing. Safe to call from a
+        thread other than the trial's. The default does nothing."""
+
     def check_installed(self) -> None:  # noqa: B027 (optional hook: most backends need nothing)
         """Raise :class:`~sweep.errors.MissingExtraError` naming the install step if the simulator is absent."""
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -132,14 +133,39 @@ def load_model(floor: str) -> Any:
     return spec.compile()
 
 
-@functools.cache
+def _once(fn: Any) -> Any:
+    """``functools.cache`` for functions that two threads may call at once (a trial and the worker's preloader,
+    :mod:`sweep.preload`): the first caller of a key computes it, a later caller of that key waits for its result."""
+    results: dict[tuple, Any] = {}
+    locks: dict[tuple, threading.Lock] = {}
+    guard = threading.Lock()
+
+    @functools.wraps(fn)
+    def cached(*args: Any) -> Any:
+        with guard:
+            lock = locks.setdefault(args, threading.Lock())
+        with lock:
+            if args not in results:
+                results[args] = fn(*args)
+        return results[args]
+
+    def cache_clear() -> None:
+        with guard:
+            results.clear()
+            locks.clear()
+
+    cached.cache_clear = cache_clear
+    return cached
+
+
+@_once
 def _functions(params: TaskParams, donate: bool, jax_device: str) -> dict[str, Any]:
     """Jitted task functions shared by every env of this process with these params, donation and JAX
     device: a worker's later trials re-trace nothing, and XLA compiles each env shape once."""
     return build_functions(load_model(params.floor), params, donate)
 
 
-@functools.cache
+@_once
 def _shape_functions(params: TaskParams, donate: bool, jax_device: Any, num_envs: int) -> dict[str, Any]:
     """The task functions for ``num_envs`` envs: with the persistent XLA cache on, from their lowered form on disk
     (:mod:`sweep.backends.mjx_export`: a new process traces none of the task), else the shared jitted ones."""
@@ -156,6 +182,26 @@ def _shape_functions(params: TaskParams, donate: bool, jax_device: Any, num_envs
     return mjx_export.shape_functions(fns, num_envs, donate, jax_device, key)
 
 
+@_once
+def _compiled(params: TaskParams, donate: bool, jax_device: Any, num_envs: int, name: str) -> None:
+    """Compile ``name`` ('reset' or 'step') for ``num_envs`` envs ahead of time, once per process: the jitted
+    function's later calls with arrays of that shape on that device find it compiled (lowering and compiling ahead
+    of time fill the same in-memory caches), and nothing runs on the device."""
+    import jax
+    import jax.numpy as jnp
+
+    fns = _shape_functions(params, donate, jax_device, num_envs)
+    on = jax.sharding.SingleDeviceSharding(jax_device)
+    keys = jax.ShapeDtypeStruct((num_envs, 2), jnp.uint32, sharding=on)
+    if name == "reset":
+        fns["reset"].lower(keys).compile()
+        return
+    state, _ = jax.eval_shape(fns["reset"], keys)
+    state = jax.tree_util.tree_map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=on), state)
+    actions = jax.ShapeDtypeStruct((num_envs, NUM_ACTIONS), jnp.float32, sharding=on)
+    fns[name].lower(state, actions).compile()
+
+
 class MjxLocomotionEnv(TaskEnv):
     """Batched Barkour velocity tracking as an rsl-rl ``VecEnv`` (observations under group 'policy')."""
 
@@ -170,7 +216,9 @@ class MjxLocomotionEnv(TaskEnv):
         self.params = params
         self.cfg = asdict(params)
         self._jax_device = _jax_device_for(device)
-        self._fn = _shape_functions(params, donate, self._jax_device, num_envs)
+        self._shape = (params, donate, self._jax_device, num_envs)
+        self._fn = _shape_functions(*self._shape)
+        _compiled(*self._shape, "reset")
         self._keys = jax.device_put(train_keys(seed, num_envs), self._jax_device)
         self.restart()  # outside the default-device context, as every later call: reset traces once per shape
 
@@ -214,6 +262,7 @@ class MjxLocomotionEnv(TaskEnv):
 
     def warm_up(self) -> None:
         """Compile the step function with one throw-away step, then restore the initial state."""
+        _compiled(*self._shape, "step")
         self.step(torch.zeros(self.num_envs, self.num_actions, device=self.device))
         self.restart()
         self.synchronize()
@@ -283,6 +332,15 @@ class MjxLocomotion(Backend):
         return MjxLocomotionEnv(
             num_envs, seed, device, PROFILES[profile], donate=bool(knobs.get("buffer_donation", False))
         )
+
+    def preload(self, num_envs: int, device: str, profile: str, **knobs: object) -> None:
+        require("jax")
+        import jax
+
+        shape = (PROFILES[profile], bool(knobs.get("buffer_donation", False)), _jax_device_for(device), num_envs)
+        _compiled(*shape, "reset")
+        _compiled(*shape, "step")
+        jax.block_until_ready(jax.device_put(train_keys(0, num_envs), shape[2]))  # and the env's key functions
 
     def control_dt_s(self, profile: str) -> float:
         return PHYSICS_DT_S * SUBSTEPS

@@ -20,6 +20,8 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
+from sweep import preload
+
 #: Eager steps before capture (allocations, autotuning, optimizer state).
 WARMUP_STEPS = 3
 
@@ -100,7 +102,7 @@ class GraphedUpdate:
             self.alg.optimizer.zero_grad(set_to_none=True)
             self.update_graph = torch.cuda.CUDAGraph()
             self.stream.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.graph(self.update_graph, stream=self.stream):
+            with preload.QUIET, torch.cuda.graph(self.update_graph, stream=self.stream):  # no other thread's CUDA calls
                 self._step_body()
         self.update_graph.replay()
 

@@ -1,0 +1,107 @@
+"""A GPU worker loads the study's env shapes ahead of its trials, in order, and a trial then compiles none of them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from sweep import config, precompile, preload, validation
+from sweep.backends import mjx_locomotion
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Recorder:
+    """A backend whose preload only records what it was asked, and whether the device was kept quiet."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, dict, bool]] = []
+
+    def preload(self, num_envs: int, device: str, profile: str, **knobs: object) -> None:
+        self.calls.append((num_envs, knobs, preload.QUIET.locked()))
+
+
+def test_the_first_shape_loads_at_once_and_the_others_once_the_compiler_has_built_them(tmp_path, monkeypatch):
+    backend = Recorder()
+    monkeypatch.setattr("sweep.backends.get_backend", lambda name: backend)
+    ready = tmp_path / "precompile.jsonl"
+    on, off = {"buffer_donation": True}, {"buffer_donation": False}
+    plan = {"backend": "x", "profile": "gpu", "device": "cpu", "ready": str(ready)}
+    plan["shapes"] = [[256, off], [4096, on], [2048, off]]
+    # nothing compiled yet: only the first trial's panel, compiled here beside that trial
+    assert preload.run(plan, poll_s=0.01, give_up_s=0.05) == [preload.shape_key(256, off)]
+    ready.write_text(json.dumps({"num_envs": 2048, "knobs": off, "seconds": 1.0}) + "\n")
+    backend.calls.clear()
+    threading.Timer(
+        0.1, lambda: ready.write_text(ready.read_text() + json.dumps({"num_envs": 4096, "knobs": on}))
+    ).start()
+    loaded = preload.run(plan, poll_s=0.01, give_up_s=30.0)
+    # the panel, then 2048 (ready first), then 4096 once its line came; each with the device kept quiet
+    assert loaded == [preload.shape_key(n, k) for n, k in ((256, off), (2048, off), (4096, on))]
+    assert [(n, k["buffer_donation"], quiet) for n, k, quiet in backend.calls] == [
+        (256, False, True),
+        (2048, False, True),
+        (4096, True, True),
+    ]
+
+
+def test_threads_that_need_one_shape_at_once_compute_it_once() -> None:
+    calls: list[int] = []
+
+    @mjx_locomotion._once
+    def slow(n: int) -> int:
+        calls.append(n)
+        time.sleep(0.2)
+        return n * 2
+
+    results: list[int] = []
+    threads = [threading.Thread(target=lambda: results.append(slow(3))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [6, 6, 6] and calls == [3]  # the others waited for the first's result
+    slow.cache_clear()
+    assert slow(3) == 6 and calls == [3, 3]
+
+
+def test_the_workers_plan_is_the_compilers_plan_on_a_gpu_only(tmp_path: Path) -> None:
+    cfg = validation.validate(config.load("locomotion", {}, has_gpu=True))
+    plan = precompile.worker_plan(cfg, tmp_path, "gpu", has_gpu=True)
+    assert plan is not None and plan["shapes"] == precompile.shapes(cfg, ("buffer_donation",))
+    assert plan["ready"] == str(tmp_path.resolve() / "precompile.jsonl") and plan["profile"] == "gpu"
+    assert precompile.worker_plan(cfg, tmp_path, "gpu", has_gpu=False) is None  # CPU cores belong to the trials
+
+
+def test_a_trial_builds_a_preloaded_shape_without_compiling_its_reset_or_step(tmp_path: Path) -> None:
+    probe = f"""
+import logging, jax
+from sweep import perf, preload
+perf.enable_compile_cache()
+plan = {{"backend": "mjx_locomotion", "profile": "cpu", "device": "cpu", "shapes": [[8, {{}}]],
+        "ready": {str(tmp_path / "none.jsonl")!r}}}
+print("loaded", preload.run(plan, poll_s=0.01, give_up_s=0.1))
+seen = []
+handler = logging.Handler()
+handler.emit = lambda record: seen.append(record.getMessage())
+logging.getLogger("jax").addHandler(handler)
+jax.config.update("jax_log_compiles", True)
+from sweep.backends import get_backend
+env = get_backend("mjx_locomotion").make_env(8, 3, "cpu", "cpu")
+env.warm_up()
+jax.jit(lambda x: x + 1)(1.0)  # compiles: the log is read
+compiled = [m.split()[1] for m in seen if m.startswith("Compiling ")]
+print("compiled", " ".join(compiled))
+"""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env=env, check=True, timeout=900, capture_output=True, text=True
+    ).stdout
+    assert "loaded [(8, '{}')]" in out, out
+    compiled = out.split("compiled", 1)[1].split()
+    assert compiled == ["jit(<lambda>)"], out  # nothing of the env's: reset, step and its key functions were loaded
