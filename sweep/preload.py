@@ -55,9 +55,11 @@ def run(plan: dict[str, Any], poll_s: float = POLL_S, give_up_s: float | None = 
     ``plan``: ``backend``, ``profile``, ``device``, ``shapes`` ([num_envs, knobs] pairs) and ``ready`` (the
     compiler's ``precompile.jsonl``). Returns when all are loaded, or after ``give_up_s`` seconds of waiting.
     """
+    from sweep import perf
     from sweep.backends import get_backend
     from sweep.learner import resolve_device
 
+    perf.enable_compile_cache()  # before the first compile, as every trial of the plan (JAX reads it once)
     backend = get_backend(plan["backend"])
     device = resolve_device(plan["device"])
     pending = [(int(n), dict(k)) for n, k in plan["shapes"]]

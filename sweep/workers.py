@@ -156,11 +156,11 @@ class WorkerPool:
             self.owns_ray = True
         self.hub = _hub_class().remote()
         self.worker_cls = _worker_class()
+        self.plan: dict | None = None  # env shapes each worker loads ahead of its trials (see preload)
         self.size = self._count()
         self.actors: list[Any] = [self._new_actor() for _ in range(self.size)]
         self.busy: dict[Any, tuple[int, Any]] = {}  # ObjectRef -> (trial number, actor)
         self._nodes: dict[Any, str] = {}
-        self.plan: dict | None = None
 
     def _count(self) -> int:
         resources = self.ray.cluster_resources()
