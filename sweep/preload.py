@@ -22,9 +22,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-#: Held by the loading thread around each shape, and by a trial while it captures a CUDA graph: a capture
-#: forbids other threads' device calls (allocations, loading an executable) for its duration.
-QUIET = threading.Lock()
 #: Seconds between two reads of the compiler's lines.
 POLL_S = 1.0
 
@@ -58,6 +55,7 @@ def run(plan: dict[str, Any], poll_s: float = POLL_S, give_up_s: float | None = 
     from sweep import perf
     from sweep.backends import get_backend
     from sweep.learner import resolve_device
+    from sweep.perf.graphs import CAPTURING
 
     perf.enable_compile_cache()  # before the first compile, as every trial of the plan (JAX reads it once)
     backend = get_backend(plan["backend"])
@@ -74,7 +72,7 @@ def run(plan: dict[str, Any], poll_s: float = POLL_S, give_up_s: float | None = 
             time.sleep(poll_s)
             continue
         pending.remove(due)
-        with QUIET:
+        with CAPTURING:  # never beside a trial's CUDA-graph capture
             backend.preload(due[0], device, plan["profile"], **due[1])
         loaded.append(shape_key(*due))
     return loaded

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from sweep import config, precompile, preload, validation
 from sweep.backends import mjx_locomotion
+from sweep.perf import graphs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,7 +24,7 @@ class Recorder:
         self.calls: list[tuple[int, dict, bool]] = []
 
     def preload(self, num_envs: int, device: str, profile: str, **knobs: object) -> None:
-        self.calls.append((num_envs, knobs, preload.QUIET.locked()))
+        self.calls.append((num_envs, knobs, graphs.CAPTURING.locked()))
 
 
 def test_the_first_shape_loads_at_once_and_the_others_once_the_compiler_has_built_them(tmp_path, monkeypatch):

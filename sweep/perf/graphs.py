@@ -14,16 +14,18 @@ captured at the next one, which it then replays. Every mini-batch step runs exac
 
 from __future__ import annotations
 
+import threading
 from itertools import chain
 from typing import Any
 
 import torch
 from tensordict import TensorDict
 
-from sweep import preload
-
 #: Eager steps before capture (allocations, autotuning, optimizer state).
 WARMUP_STEPS = 3
+#: Held while a graph is captured: a capture forbids every other thread's device calls (allocations, loading an
+#: executable), so a thread of the same process that makes them (:mod:`sweep.preload`) holds it around them.
+CAPTURING = threading.Lock()
 
 
 class _Batch:
@@ -102,7 +104,7 @@ class GraphedUpdate:
             self.alg.optimizer.zero_grad(set_to_none=True)
             self.update_graph = torch.cuda.CUDAGraph()
             self.stream.wait_stream(torch.cuda.current_stream(self.device))
-            with preload.QUIET, torch.cuda.graph(self.update_graph, stream=self.stream):  # no other thread's CUDA calls
+            with CAPTURING, torch.cuda.graph(self.update_graph, stream=self.stream):
                 self._step_body()
         self.update_graph.replay()
 
