@@ -108,14 +108,15 @@ def worker_plan(cfg: RunConfig, run_dir: Path, profile: str, has_gpu: bool) -> d
 
 def start(cfg: RunConfig, run_dir: Path, profile: str, has_gpu: bool, n: int | None = None) -> list[subprocess.Popen]:
     """Start ``n`` (default :func:`jobs`) compiling processes for this study (none when not wanted), each with every
-    ``n``-th shape of the plan, so the shapes first needed are compiled first and side by side; stop them with
-    :func:`stop`. All but the first wait until the first has built its shape (the first trial's panel): while the
-    first trial compiles cold, one process beside it, not ``n``."""
+    ``n``-th shape of the plan but its first, so the shapes first needed are compiled first and side by side; stop
+    them with :func:`stop`. The plan's first shape, the first trial's held-out panel, is each worker's to compile
+    beside that trial (:mod:`sweep.preload`). All but the first process wait until it has built its first shape:
+    while the first trial compiles cold, two compiles beside it (the panel's and one process's), not ``n + 1``."""
     from sweep.backends import get_backend
 
     if not wanted(cfg, has_gpu):
         return []
-    planned = shapes(cfg, get_backend(cfg.backend).knobs)
+    planned = shapes(cfg, get_backend(cfg.backend).knobs)[1:]
     n = n or jobs()
     env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
     log = open(run_dir / "precompile.log", "ab")  # noqa: SIM115 - the children keep it open

@@ -47,8 +47,9 @@ def test_the_plan_is_shared_among_side_by_side_processes_first_shapes_first(tmp_
     procs = precompile.start(cfg, tmp_path, "gpu", has_gpu=True)
     planned = [[n, k] for n, k in precompile.shapes(cfg, ("buffer_donation",))]
     plans = [json.loads(Path(cmd[-1]).read_text()) for cmd in started]
-    assert len(procs) == 3 and [p["shapes"] for p in plans] == [planned[i::3] for i in range(3)]
-    # each starts with one of the first three shapes; all but the first once the first has built its own
+    # the first trial's panel is the workers' (sweep.preload); each process starts with one of the next three shapes
+    assert len(procs) == 3 and [p["shapes"] for p in plans] == [planned[1:][i::3] for i in range(3)]
+    # all but the first once the first has built its own
     assert [p["wait_for_lines"] for p in plans] == [0, 1, 1]
     precompile.stop(procs)
     assert precompile.start(cfg, tmp_path, "gpu", has_gpu=False) == []
