@@ -20,7 +20,7 @@ else
   timeout -s INT "$limit" python -m sweep.run resume=$RUN "$@" 2>&1 | grep -v "^Failed to import" \
     | tee -a "$OUT/sweep.log"
 fi
-for f in ledger.jsonl config.yaml recommended.yaml report.html study.db precompile.jsonl precompile.log; do
+for f in ledger.jsonl config.yaml recommended.yaml report.html study.db precompile.jsonl precompile.log preload.jsonl; do
   [ -f "$RUN/$f" ] && cp "$RUN/$f" "$OUT/"
 done
 ls -la "$OUT"

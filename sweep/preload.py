@@ -7,7 +7,8 @@ the process (:meth:`sweep.backends.base.Backend.preload`: compiled or read from 
 built), in the order the trials meet them (:func:`sweep.precompile.shapes`): the first trial's held-out
 panel at once, compiled beside that trial's own training envs, and every other shape once the ahead-of-time
 compiler's line (``precompile.jsonl``) says it is in the persistent cache. A trial that meets a shape the thread
-is loading waits for it rather than loading it a second time. The thread's seconds overlap billed trial seconds
+is loading waits for it rather than loading it a second time. Each shape loaded, or the error that stopped the
+thread, is a line in ``preload.jsonl`` in the run folder. The thread's seconds overlap billed trial seconds
 and are not billed again; whatever it slows a trial by is in that trial's bill.
 """
 
@@ -16,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sys
 import threading
 import time
 from pathlib import Path
@@ -72,10 +72,18 @@ def run(plan: dict[str, Any], poll_s: float = POLL_S, give_up_s: float | None = 
             time.sleep(poll_s)
             continue
         pending.remove(due)
+        t0 = time.perf_counter()
         with CAPTURING:  # never beside a trial's CUDA-graph capture
             backend.preload(due[0], device, plan["profile"], **due[1])
         loaded.append(shape_key(*due))
+        _note(plan, {"num_envs": due[0], "knobs": due[1], "seconds": time.perf_counter() - t0, "at": time.time()})
     return loaded
+
+
+def _note(plan: dict[str, Any], line: dict[str, Any]) -> None:
+    """One JSON line in ``preload.jsonl`` beside the compiler's lines (``pid``: which worker process)."""
+    with open(Path(plan["ready"]).with_name("preload.jsonl"), "a") as f:
+        f.write(json.dumps({**line, "pid": os.getpid()}) + "\n")  # one short write: workers' lines do not interleave
 
 
 def start(plan: dict[str, Any]) -> None:
@@ -94,4 +102,5 @@ def _background(plan: dict[str, Any]) -> None:
     try:
         run(plan)
     except Exception as exc:  # a trial then loads its shape itself, as without this thread
-        print(f"sweep: preloading env shapes stopped: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        with contextlib.suppress(OSError):
+            _note(plan, {"stopped": f"{type(exc).__name__}: {exc}", "at": time.time()})

@@ -49,6 +49,8 @@ def test_the_first_shape_loads_at_once_and_the_others_once_the_compiler_has_buil
         (2048, False, True),
         (4096, True, True),
     ]
+    notes = [json.loads(line) for line in (tmp_path / "preload.jsonl").read_text().splitlines()]
+    assert [n["num_envs"] for n in notes] == [256, 256, 2048, 4096] and all(n["seconds"] >= 0 for n in notes)
 
 
 def test_threads_that_need_one_shape_at_once_compute_it_once() -> None:
