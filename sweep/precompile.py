@@ -95,15 +95,22 @@ def jobs(cpus: int | None = None) -> int:
 
 
 def worker_plan(cfg: RunConfig, run_dir: Path, profile: str, has_gpu: bool) -> dict[str, Any] | None:
-    """What each GPU worker loads ahead of its trials (:mod:`sweep.preload`): every shape of the plan, read from
-    the persistent cache once this module's line says it is there; None when nothing is compiled ahead."""
+    """What each GPU worker loads ahead of its trials (:mod:`sweep.preload`); None when nothing is compiled ahead.
+
+    At once: the first trial's panel, then its training shape (which that trial compiles itself in a new study,
+    but which a resumed study's new process would otherwise meet cold in the baseline's confirmation); then every
+    other shape of the plan, read from the persistent cache once this module's line says it is there.
+    """
     from sweep.backends import get_backend
 
     if not wanted(cfg, has_gpu):
         return None
-    planned = shapes(cfg, get_backend(cfg.backend).knobs)
-    ready = str(run_dir.resolve() / "precompile.jsonl")
-    return {"backend": cfg.backend, "profile": profile, "device": cfg.device, "shapes": planned, "ready": ready}
+    knobs = get_backend(cfg.backend).knobs
+    planned = shapes(cfg, knobs)
+    first = _shape_of(cfg.initial[0], cfg, knobs) if cfg.initial else (cfg.knobs.num_envs[0], {})
+    plan = {"backend": cfg.backend, "profile": profile, "device": cfg.device, "at_once": 2}
+    plan.update(shapes=[planned[0], first, *planned[1:]], ready=str(run_dir.resolve() / "precompile.jsonl"))
+    return plan
 
 
 def start(cfg: RunConfig, run_dir: Path, profile: str, has_gpu: bool, n: int | None = None) -> list[subprocess.Popen]:

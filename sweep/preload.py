@@ -47,10 +47,12 @@ def ready(path: Path) -> set[tuple[int, str]]:
 
 
 def run(plan: dict[str, Any], poll_s: float = POLL_S, give_up_s: float | None = None) -> list[tuple[int, str]]:
-    """Load every shape of ``plan`` in order (the first at once, the others once ready); the shapes loaded.
+    """Load every shape of ``plan`` in order (the first ``at_once`` at once, the others once ready); the shapes
+    loaded.
 
-    ``plan``: ``backend``, ``profile``, ``device``, ``shapes`` ([num_envs, knobs] pairs) and ``ready`` (the
-    compiler's ``precompile.jsonl``). Returns when all are loaded, or after ``give_up_s`` seconds of waiting.
+    ``plan``: ``backend``, ``profile``, ``device``, ``shapes`` ([num_envs, knobs] pairs), ``at_once`` (default 1)
+    and ``ready`` (the compiler's ``precompile.jsonl``). Returns when all are loaded, or after ``give_up_s``
+    seconds of waiting.
     """
     from sweep import perf
     from sweep.backends import get_backend
@@ -61,11 +63,12 @@ def run(plan: dict[str, Any], poll_s: float = POLL_S, give_up_s: float | None = 
     backend = get_backend(plan["backend"])
     device = resolve_device(plan["device"])
     pending = [(int(n), dict(k)) for n, k in plan["shapes"]]
+    at_once = [shape_key(*s) for s in pending[: int(plan.get("at_once", 1))]]
     loaded: list[tuple[int, str]] = []
     deadline = None if give_up_s is None else time.monotonic() + give_up_s
     while pending:
         built = ready(Path(plan["ready"]))
-        due = next((s for i, s in enumerate(pending) if (not loaded and i == 0) or shape_key(*s) in built), None)
+        due = next((s for s in pending if shape_key(*s) in at_once or shape_key(*s) in built), None)
         if due is None:
             if deadline is not None and time.monotonic() > deadline:
                 break

@@ -76,7 +76,10 @@ def test_threads_that_need_one_shape_at_once_compute_it_once() -> None:
 def test_the_workers_plan_is_the_compilers_plan_on_a_gpu_only(tmp_path: Path) -> None:
     cfg = validation.validate(config.load("locomotion", {}, has_gpu=True))
     plan = precompile.worker_plan(cfg, tmp_path, "gpu", has_gpu=True)
-    assert plan is not None and plan["shapes"] == precompile.shapes(cfg, ("buffer_donation",))
+    compiled = precompile.shapes(cfg, ("buffer_donation",))
+    # at once: the first trial's panel and its own shape (legged_gym's 4096 x 24, stock), then the compiler's others
+    assert plan is not None and plan["at_once"] == 2
+    assert plan["shapes"] == [compiled[0], (4096, {"buffer_donation": False}), *compiled[1:]]
     assert plan["ready"] == str(tmp_path.resolve() / "precompile.jsonl") and plan["profile"] == "gpu"
     assert precompile.worker_plan(cfg, tmp_path, "gpu", has_gpu=False) is None  # CPU cores belong to the trials
 
