@@ -4,8 +4,9 @@ A trial whose env shape is new to its worker process loaded it at its start, bil
 an H200 even with the shape in the persistent cache (13 of 28 trials in ``benchmarks/RESULTS.md`` section 11,
 about 4% of that sweep). So each GPU worker runs one thread beside its trials that loads the study's shapes into
 the process (:meth:`sweep.backends.base.Backend.preload`: compiled or read from the persistent cache, no env
-built), in the order the trials meet them (:func:`sweep.precompile.shapes`): the first trial's held-out
-panel at once, compiled beside that trial's own training envs, and every other shape once the ahead-of-time
+built), in the order the trials meet them (:func:`sweep.precompile.worker_plan`): the first trial's held-out
+panel and training shape at once, the panel compiled beside that trial's own training envs, and every other shape
+once the ahead-of-time
 compiler's line (``precompile.jsonl``) says it is in the persistent cache. A trial that meets a shape the thread
 is loading waits for it rather than loading it a second time. Each shape loaded, or the error that stopped the
 thread, is a line in ``preload.jsonl`` in the run folder. The thread's seconds overlap billed trial seconds
@@ -63,7 +64,7 @@ def run(plan: dict[str, Any], poll_s: float = POLL_S, give_up_s: float | None = 
     backend = get_backend(plan["backend"])
     device = resolve_device(plan["device"])
     pending = [(int(n), dict(k)) for n, k in plan["shapes"]]
-    at_once = [shape_key(*s) for s in pending[: int(plan.get("at_once", 1))]]
+    at_once = {shape_key(*s) for s in pending[: int(plan.get("at_once", 1))]}
     loaded: list[tuple[int, str]] = []
     deadline = None if give_up_s is None else time.monotonic() + give_up_s
     while pending:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 import torch
 
-from sweep.backends import get_backend
+from sweep.backends import get_backend, mjx_locomotion
 from sweep.backends.mjx_locomotion import MjxLocomotionEnv, with_overrides
 from sweep.backends.mjx_task import NUM_ACTIONS, OBS_DIM
 from sweep.errors import ConfigError
@@ -95,3 +98,23 @@ def test_an_untested_mujoco_is_named_once_on_stderr(monkeypatch, capsys) -> None
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "mujoco 3.12.0, mujoco-mjx 3.12.0 installed" in err
     assert "tested with 3.17.x" in err and "pip install mujoco==3.17.0 mujoco-mjx==3.17.0" in err
+
+
+def test_threads_that_need_one_shape_at_once_compute_it_once() -> None:
+    calls: list[int] = []
+
+    @mjx_locomotion._once
+    def slow(n: int) -> int:
+        calls.append(n)
+        time.sleep(0.2)
+        return n * 2
+
+    results: list[int] = []
+    threads = [threading.Thread(target=lambda: results.append(slow(3))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [6, 6, 6] and calls == [3]  # the others waited for the first's result
+    slow.cache_clear()
+    assert slow(3) == 6 and calls == [3, 3]

@@ -7,11 +7,9 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 from sweep import config, precompile, preload, validation
-from sweep.backends import mjx_locomotion
 from sweep.perf import graphs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,27 +51,7 @@ def test_the_first_shape_loads_at_once_and_the_others_once_the_compiler_has_buil
     assert [n["num_envs"] for n in notes] == [256, 256, 2048, 4096] and all(n["seconds"] >= 0 for n in notes)
 
 
-def test_threads_that_need_one_shape_at_once_compute_it_once() -> None:
-    calls: list[int] = []
-
-    @mjx_locomotion._once
-    def slow(n: int) -> int:
-        calls.append(n)
-        time.sleep(0.2)
-        return n * 2
-
-    results: list[int] = []
-    threads = [threading.Thread(target=lambda: results.append(slow(3))) for _ in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert results == [6, 6, 6] and calls == [3]  # the others waited for the first's result
-    slow.cache_clear()
-    assert slow(3) == 6 and calls == [3, 3]
-
-
-def test_the_workers_plan_is_the_compilers_plan_on_a_gpu_only(tmp_path: Path) -> None:
+def test_the_workers_plan_is_the_first_trials_shapes_then_the_compilers_on_a_gpu_only(tmp_path: Path) -> None:
     cfg = validation.validate(config.load("locomotion", {}, has_gpu=True))
     plan = precompile.worker_plan(cfg, tmp_path, "gpu", has_gpu=True)
     compiled = precompile.shapes(cfg, ("buffer_donation",))
