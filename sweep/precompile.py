@@ -51,7 +51,7 @@ def shapes(cfg: RunConfig, backend_knobs: tuple[str, ...]) -> list[tuple[int, di
     """
     variants = backend_variants(cfg, backend_knobs)
     panel = cfg.target.eval_episodes
-    initial = [_shape_of(entry, cfg, backend_knobs) for entry in cfg.initial] or [(cfg.knobs.num_envs[0], {})]
+    initial = [first_shape(cfg, backend_knobs)] + [_shape_of(entry, cfg, backend_knobs) for entry in cfg.initial[1:]]
     n0, knobs0 = initial[0]
     ordered = [(panel, knobs0)]
     for n, knobs in initial[1:]:
@@ -64,6 +64,11 @@ def shapes(cfg: RunConfig, backend_knobs: tuple[str, ...]) -> list[tuple[int, di
         if shape not in out and shape != (n0, knobs0):
             out.append(shape)
     return out
+
+
+def first_shape(cfg: RunConfig, backend_knobs: tuple[str, ...]) -> tuple[int, dict[str, Any]]:
+    """The first trial's training env shape: the first ``initial`` entry's, else the smallest size's."""
+    return _shape_of(cfg.initial[0], cfg, backend_knobs) if cfg.initial else (cfg.knobs.num_envs[0], {})
 
 
 def _shape_of(entry: dict[str, Any], cfg: RunConfig, backend_knobs: tuple[str, ...]) -> tuple[int, dict[str, Any]]:
@@ -107,9 +112,9 @@ def worker_plan(cfg: RunConfig, run_dir: Path, profile: str, has_gpu: bool) -> d
         return None
     knobs = get_backend(cfg.backend).knobs
     planned = shapes(cfg, knobs)
-    first = _shape_of(cfg.initial[0], cfg, knobs) if cfg.initial else (cfg.knobs.num_envs[0], {})
     plan = {"backend": cfg.backend, "profile": profile, "device": cfg.device, "at_once": 2}
-    plan.update(shapes=[planned[0], first, *planned[1:]], ready=str(run_dir.resolve() / "precompile.jsonl"))
+    plan.update(shapes=[planned[0], first_shape(cfg, knobs), *planned[1:]])
+    plan["ready"] = str(run_dir.resolve() / "precompile.jsonl")
     return plan
 
 
