@@ -14,6 +14,7 @@ import torch
 
 from sweep.backends.base import TaskEnv
 from sweep.errors import ConfigError
+from sweep.policy import mlp_policy
 
 #: First held-out seed; every training seed must be below it.
 EVAL_SEED_BASE = 2**31
@@ -105,30 +106,48 @@ def evaluate(policy: torch.nn.Module, env: TaskEnv, seeds: list[int], target: fl
 
     ``env`` must have exactly ``len(seeds)`` environments; each one's first finished episode counts. With a
     ``target``, the pass stops at the first check (every :data:`CHECK_EVERY` steps) where it cannot reach the
-    target any more, or has already reached it: the verdict is the full pass's, for less simulation.
+    target any more, or has already reached it: the verdict is the full pass's, for less simulation. An env that
+    can run the policy itself (:meth:`TaskEnv.policy_steps`, given :func:`sweep.policy.mlp_policy`) runs each
+    stretch between two checks in one call; the counting and the checks are the same.
     """
     was_training = policy.training
     policy.eval()
+    mlp = mlp_policy(policy)
     obs = env.reset_with_seeds(seeds)
     finished = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
     success = torch.zeros_like(finished)
     limit = int(env.max_episode_length) + 1
-    early = False
-    for step in range(limit):
-        obs, _, dones, extras = env.step(policy(obs))
-        new = dones.bool() & ~finished
-        success |= new & extras["success"].bool()
-        finished |= new
-        if "cannot_succeed" in extras:  # decided failures finish now (their later end cannot count as success)
-            finished |= extras["cannot_succeed"].bool()
-        if step % CHECK_EVERY == CHECK_EVERY - 1:  # a host sync, so only now and then
-            if bool(finished.all()):
+    early, steps = False, 0
+    while steps < limit:
+        fused = None if mlp is None else env.policy_steps(mlp, CHECK_EVERY, finished, success)
+        if fused is not None:
+            (finished, success), n = fused, CHECK_EVERY
+        else:
+            n = min(CHECK_EVERY, limit - steps)
+            for _ in range(n):
+                obs, _, dones, extras = env.step(policy(obs))
+                new = dones.bool() & ~finished
+                success |= new & extras["success"].bool()
+                finished |= new
+                if "cannot_succeed" in extras:  # decided failures finish now (their later end cannot count as success)
+                    finished |= extras["cannot_succeed"].bool()
+        steps += n
+        if n < CHECK_EVERY:
+            break
+        if bool(finished.all()):  # a host sync, so only now and then
+            break
+        if target is not None:
+            wins, losses = int(success.sum()), int((finished & ~success).sum())
+            if wins >= target * env.num_envs or below_target_for_sure(losses, env.num_envs, target):
+                early = True
                 break
-            if target is not None:
-                wins, losses = int(success.sum()), int((finished & ~success).sum())
-                if wins >= target * env.num_envs or below_target_for_sure(losses, env.num_envs, target):
-                    early = True
-                    break
     policy.train(was_training)
     wins, losses = int(success.sum()), int((finished & ~success).sum())
-    return EvalResult(wins, env.num_envs, failures=losses if early else None, decided_early=early, steps=step + 1)
+    return EvalResult(wins, env.num_envs, failures=losses if early else None, decided_early=early, steps=steps)
+
+
+def warm_up_panel(env: TaskEnv, policy: torch.nn.Module) -> None:
+    """Compile what ``env``'s passes of ``policy`` will run: its policy loop where it has one, else its step."""
+    mlp = mlp_policy(policy)
+    if mlp is None or not env.compile_policy_steps(mlp.shape(CHECK_EVERY)):
+        env.warm_up()

@@ -59,6 +59,11 @@ class PolicyTimer:
         return seconds
 
 
+#: The actor's hidden layer widths and activation (the critic has the same).
+ACTOR_HIDDEN_DIMS = (128, 128, 128)
+ACTOR_ACTIVATION = "elu"
+
+
 def agent_config(cfg: Any, flags: dict[str, Any] | None = None) -> dict[str, Any]:
     """The rsl-rl 5.5 runner/agent config a trial trains with (what the exported YAML shows), with the perf
     ``flags`` that act through it applied (``check_for_nan``, mixed precision, the PPO class). No side effects."""
@@ -85,15 +90,15 @@ def agent_config(cfg: Any, flags: dict[str, Any] | None = None) -> dict[str, Any
         },
         "actor": {
             "class_name": "MLPModel",
-            "hidden_dims": [128, 128, 128],
-            "activation": "elu",
+            "hidden_dims": list(ACTOR_HIDDEN_DIMS),
+            "activation": ACTOR_ACTIVATION,
             "obs_normalization": True,
             "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": 1.0},
         },
         "critic": {
             "class_name": "MLPModel",
-            "hidden_dims": [128, 128, 128],
-            "activation": "elu",
+            "hidden_dims": list(ACTOR_HIDDEN_DIMS),
+            "activation": ACTOR_ACTIVATION,
             "obs_normalization": True,
         },
     }

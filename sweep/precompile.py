@@ -26,6 +26,7 @@ from typing import Any
 
 from sweep import perf
 from sweep.config import RunConfig
+from sweep.policy import planned
 
 #: The longest a later process waits for the first one's first shape before it starts anyway (s).
 STAGGER_MAX_S = 120.0
@@ -84,6 +85,16 @@ def _knobs(flags: dict[str, Any], cfg: RunConfig, backend_knobs: tuple[str, ...]
     return knobs
 
 
+def panel(cfg: RunConfig) -> dict[str, Any]:
+    """What a plan says of the held-out panel: its size, and the policy loop a panel shape compiles
+    (:func:`sweep.policy.planned`): the trials' actor in stretches of :data:`sweep.evaluation.CHECK_EVERY` steps."""
+    from sweep.evaluation import CHECK_EVERY
+    from sweep.learner import ACTOR_ACTIVATION, ACTOR_HIDDEN_DIMS
+
+    policy = {"hidden": list(ACTOR_HIDDEN_DIMS), "activation": ACTOR_ACTIVATION, "steps": CHECK_EVERY}
+    return {"panel": cfg.target.eval_episodes, "policy": policy}
+
+
 def wanted(cfg: RunConfig, has_gpu: bool) -> bool:
     """Only on a GPU machine (on a CPU one it would take cores from the trials), for a backend that compiles
     with XLA, and when every trial reads the persistent cache."""
@@ -112,7 +123,7 @@ def worker_plan(cfg: RunConfig, run_dir: Path, profile: str, has_gpu: bool) -> d
         return None
     knobs = get_backend(cfg.backend).knobs
     planned = shapes(cfg, knobs)
-    plan = {"backend": cfg.backend, "profile": profile, "device": cfg.device, "at_once": 2}
+    plan = {"backend": cfg.backend, "profile": profile, "device": cfg.device, "at_once": 2, **panel(cfg)}
     plan.update(shapes=[planned[0], first_shape(cfg, knobs), *planned[1:]])
     plan["ready"] = str(run_dir.resolve() / "precompile.jsonl")
     return plan
@@ -140,6 +151,7 @@ def start(cfg: RunConfig, run_dir: Path, profile: str, has_gpu: bool, n: int | N
             "backend": cfg.backend,
             "profile": profile,
             "device": cfg.device,
+            **panel(cfg),
             "shapes": planned[i::n],
             "out": str(out),
             "wait_for_lines": ready + 1 if i > 0 else 0,
@@ -185,7 +197,7 @@ def main(argv: list[str]) -> int:
     with open(plan["out"], "a") as out:
         for num_envs, knobs in plan["shapes"]:
             t0 = time.perf_counter()
-            backend.preload(int(num_envs), device, plan["profile"], **knobs)
+            backend.preload(int(num_envs), device, plan["profile"], planned(plan, int(num_envs)), **knobs)
             line = {"num_envs": num_envs, "knobs": knobs, "seconds": time.perf_counter() - t0, "at": time.time()}
             out.write(json.dumps(line) + "\n")  # one short line per write: the processes' lines do not interleave
             out.flush()

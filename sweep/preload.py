@@ -59,6 +59,7 @@ def run(plan: dict[str, Any], poll_s: float = POLL_S, give_up_s: float | None = 
     from sweep.backends import get_backend
     from sweep.learner import resolve_device
     from sweep.perf.graphs import CAPTURING
+    from sweep.policy import planned
 
     perf.enable_compile_cache()  # before the first compile, as every trial of the plan (JAX reads it once)
     backend = get_backend(plan["backend"])
@@ -78,7 +79,7 @@ def run(plan: dict[str, Any], poll_s: float = POLL_S, give_up_s: float | None = 
         pending.remove(due)
         t0 = time.perf_counter()
         with CAPTURING:  # never beside a trial's CUDA-graph capture
-            backend.preload(due[0], device, plan["profile"], **due[1])
+            backend.preload(due[0], device, plan["profile"], planned(plan, due[0]), **due[1])
         loaded.append(shape_key(*due))
         _note(plan, {"num_envs": due[0], "knobs": due[1], "seconds": time.perf_counter() - t0, "at": time.time()})
     return loaded

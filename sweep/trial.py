@@ -21,7 +21,7 @@ import torch
 from sweep import checkpoints, perf
 from sweep.backends import get_backend
 from sweep.contract import Sink, TrialConfig, TrialRunner, cap_reached, end_state, trial_params
-from sweep.evaluation import EvalResult, evaluate, panel_seeds, pass_due
+from sweep.evaluation import EvalResult, evaluate, panel_seeds, pass_due, warm_up_panel
 from sweep.learner import build_learner, describe_device, device_sync, gpu_slot, resolve_device
 from sweep.ledger import PhaseClock, Row, TrialRows
 from sweep.tblog import TrialScalars
@@ -128,7 +128,7 @@ def run_trial(
             clock.sync = device_sync(built.device, built.env)
             with clock.phase("compile"):
                 built.env.warm_up()
-                built.eval_env.warm_up()
+                warm_up_panel(built.eval_env, built.alg.get_policy())
                 perf.warm_up(built.alg, built.env, built.flags)
             return train(cfg, built, clock, log)
         except (Exception, SystemExit) as exc:  # any failure ends the trial, billed, with its reason (never the worker)

@@ -118,3 +118,41 @@ def test_threads_that_need_one_shape_at_once_compute_it_once() -> None:
     assert results == [6, 6, 6] and calls == [3]  # the others waited for the first's result
     slow.cache_clear()
     assert slow(3) == 6 and calls == [3, 3]
+
+
+class Stepped:
+    """The same env without its own policy loop: a pass steps the policy from Python, one control step at a time."""
+
+    def __init__(self, env: MjxLocomotionEnv) -> None:
+        self.env = env
+
+    def __getattr__(self, name: str):
+        return getattr(self.env, name)
+
+    def policy_steps(self, *args):
+        return None
+
+
+def test_a_pass_in_the_envs_own_loop_counts_as_one_stepped_from_python() -> None:
+    """Same panel, same policy: the device loop's pass has the stepped pass's successes, steps and early verdict.
+    Forward commands, which the trotting reference alone mostly meets: some episodes succeed, some fail."""
+    from sweep import perf
+    from sweep.contract import TrialConfig
+    from sweep.evaluation import evaluate, panel_seeds
+    from sweep.learner import build_learner
+    from sweep.ledger import PhaseClock
+
+    cfg = TrialConfig(profile="cpu", num_envs=16, num_steps_per_env=8, seed=2, flags={"compile_cache": True})
+    env = get_backend("mjx_locomotion").make_env(16, 2, "cpu", "cpu")
+    panel = MjxLocomotionEnv(64, 2, "cpu", with_overrides("cpu", cmd_vx=(0.0, 0.4)))
+    _, alg = build_learner(cfg, env, "cpu", perf.resolve(cfg.flags), PhaseClock())
+    policy = alg.get_policy()
+    with torch.no_grad():  # small actions around the reference, through every layer and the normalizer
+        policy.mlp[-1].weight.mul_(0.1)
+        policy.obs_normalizer._mean.normal_(0.0, 0.1, generator=torch.Generator().manual_seed(0))
+    results = {}
+    for target in (None, 0.9):
+        fused = evaluate(policy, panel, panel_seeds(64), target=target)
+        assert fused == evaluate(policy, Stepped(panel), panel_seeds(64), target=target)
+        results[target] = fused
+    assert 0 < results[None].successes < 64, results  # (passes stopped early: tests/test_evaluation.py)

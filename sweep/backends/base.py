@@ -18,6 +18,7 @@ from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
 from sweep.errors import ConfigError
+from sweep.policy import MlpPolicy, PolicyShape
 
 
 class TaskEnv(VecEnv):
@@ -51,6 +52,20 @@ class TaskEnv(VecEnv):
 
         Lets a trial bill compilation as its own phase. The default does nothing.
         """
+
+    def policy_steps(
+        self, policy: MlpPolicy, steps: int, finished: torch.Tensor, success: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Run ``steps`` control steps of ``policy`` on the simulator's own device, with no Python per step, and
+        return ``finished`` and ``success`` updated by the rules of :func:`sweep.evaluation.evaluate` (each env's
+        first finished episode counts; a decided failure finishes it). None: this env cannot (the default), and
+        the caller steps the policy itself."""
+        return None
+
+    def compile_policy_steps(self, shape: PolicyShape) -> bool:
+        """Compile what :meth:`policy_steps` runs for a policy of ``shape``; False when this env has no such loop
+        (the default)."""
+        return False
 
     def synchronize(self) -> None:
         """Wait for queued simulator work; called at phase boundaries only. The default does nothing."""
@@ -115,10 +130,13 @@ class Backend(ABC):
     def make_env(self, num_envs: int, seed: int, device: str, profile: str, **knobs: object) -> TaskEnv:
         """Build ``num_envs`` environments on ``device`` whose training randomness derives from ``seed``."""
 
-    def preload(self, num_envs: int, device: str, profile: str, **knobs: object) -> None:  # noqa: B027 (optional)
-        """Compile, or load from the persistent cache, what ``make_env`` with this shape would compile, without
-        building an env, so that a later env of this shape in this process compiles nothing. Safe to call from a
-        thread other than the trial's. The default does nothing."""
+    def preload(  # noqa: B027 (optional)
+        self, num_envs: int, device: str, profile: str, policy: PolicyShape | None = None, **knobs: object
+    ) -> None:
+        """Compile, or load from the persistent cache, what an env of this shape would compile, without building an
+        env, so that a later env of this shape in this process compiles nothing: a training env's step, or with
+        ``policy``, a held-out panel's policy loop (:meth:`TaskEnv.policy_steps`). Safe to call from a thread other
+        than the trial's. The default does nothing."""
 
     def check_installed(self) -> None:  # noqa: B027 (optional hook: most backends need nothing)
         """Raise :class:`~sweep.errors.MissingExtraError` naming the install step if the simulator is absent."""

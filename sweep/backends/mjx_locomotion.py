@@ -14,6 +14,7 @@ profile's threshold.
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import sys
 import threading
@@ -27,6 +28,7 @@ from tensordict import TensorDict
 from sweep.backends.base import Backend, Profile, TaskEnv
 from sweep.backends.mjx_task import (
     NUM_ACTIONS,
+    OBS_DIM,
     PHYSICS_DT_S,
     SUBSTEPS,
     build_functions,
@@ -34,6 +36,7 @@ from sweep.backends.mjx_task import (
     train_keys,
 )
 from sweep.errors import ConfigError, require
+from sweep.policy import MlpPolicy, PolicyShape
 
 #: The mujoco / mujoco-mjx release (major.minor) this task was calibrated and tested with.
 TESTED_MUJOCO = "3.17"
@@ -202,6 +205,38 @@ def _compiled(params: TaskParams, donate: bool, jax_device: Any, num_envs: int, 
     fns[name].lower(state, actions).compile()
 
 
+@_once
+def _policy_loop(params: TaskParams, donate: bool, jax_device: Any, num_envs: int, shape: PolicyShape) -> Any:
+    """The jitted loop of a policy of ``shape`` and the step (:func:`sweep.backends.mjx_task.policy_loop`)."""
+    from sweep.backends import mjx_task
+
+    step = _shape_functions(params, donate, jax_device, num_envs)["step"]
+    return mjx_task.policy_loop(step, shape.activation, shape.steps)
+
+
+@_once
+def _compiled_loop(params: TaskParams, donate: bool, jax_device: Any, num_envs: int, shape: PolicyShape) -> None:
+    """Compile the policy loop for ``num_envs`` envs ahead of time, once per process (as :func:`_compiled`)."""
+    import jax
+    import jax.numpy as jnp
+
+    on = jax.sharding.SingleDeviceSharding(jax_device)
+
+    def spec(dims: tuple[int, ...], dtype: Any) -> Any:
+        return jax.ShapeDtypeStruct(dims, dtype, sharding=on)
+
+    fns = _shape_functions(params, donate, jax_device, num_envs)
+    state, obs = jax.eval_shape(fns["reset"], spec((num_envs, 2), jnp.uint32))
+    state = jax.tree_util.tree_map(lambda s: spec(s.shape, s.dtype), state)
+    widths = (OBS_DIM, *shape.hidden, NUM_ACTIONS)
+    layers = tuple((spec((o, i), jnp.float32), spec((o,), jnp.float32)) for i, o in itertools.pairwise(widths))
+    vector = spec((OBS_DIM,), jnp.float32)
+    policy = {"mean": vector, "std": vector, "eps": spec((), jnp.float32), "layers": layers}
+    mask = spec((num_envs,), jnp.bool_)
+    loop = _policy_loop(params, donate, jax_device, num_envs, shape)
+    loop.lower(state, spec(obs.shape, obs.dtype), mask, mask, policy).compile()
+
+
 class MjxLocomotionEnv(TaskEnv):
     """Batched Barkour velocity tracking as an rsl-rl ``VecEnv`` (observations under group 'policy')."""
 
@@ -267,6 +302,24 @@ class MjxLocomotionEnv(TaskEnv):
         self.restart()
         self.synchronize()
 
+    def policy_steps(
+        self, policy: MlpPolicy, steps: int, finished: torch.Tensor, success: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``steps`` control steps of ``policy`` in one device loop (:func:`sweep.backends.mjx_task.policy_loop`)."""
+        import jax
+
+        loop = _policy_loop(*self._shape, policy.shape(steps))
+        state, obs, fin, suc = loop(
+            self._state, jax.dlpack.from_dlpack(self._obs["policy"]), _jax(finished), _jax(success), _arrays(policy)
+        )
+        self._state, self._obs = state, self._wrap_obs(obs)
+        return torch.from_dlpack(fin), torch.from_dlpack(suc)
+
+    def compile_policy_steps(self, shape: PolicyShape) -> bool:
+        """Compile the policy loop of ``shape`` for this env's shape (nothing runs)."""
+        _compiled_loop(*self._shape, shape)
+        return True
+
     def restart(self) -> None:
         """Return every env to the initial training state of this env's seed (nothing recompiles)."""
         self._state, obs = self._fn["reset"](self._keys)
@@ -309,6 +362,26 @@ def _jax_device_for(device: str) -> Any:
     return jax.devices("cpu")[0]
 
 
+def _jax(tensor: torch.Tensor) -> Any:
+    import jax
+
+    return jax.dlpack.from_dlpack(tensor.contiguous())
+
+
+def _arrays(policy: MlpPolicy) -> dict[str, Any]:
+    """The policy's tensors as JAX arrays on their device (no copy), in :func:`mjx_task.policy_loop`'s layout."""
+    import jax
+    import numpy as np
+
+    device = next(iter(_jax(policy.mean).devices()))
+    return {
+        "mean": _jax(policy.mean),
+        "std": _jax(policy.std),
+        "eps": jax.device_put(np.float32(policy.eps), device),
+        "layers": tuple((_jax(w), _jax(b)) for w, b in policy.layers),
+    }
+
+
 class MjxLocomotion(Backend):
     """Registry entry ``mjx_locomotion``: the embedded default backend."""
 
@@ -333,14 +406,21 @@ class MjxLocomotion(Backend):
             num_envs, seed, device, PROFILES[profile], donate=bool(knobs.get("buffer_donation", False))
         )
 
-    def preload(self, num_envs: int, device: str, profile: str, **knobs: object) -> None:
+    def preload(
+        self, num_envs: int, device: str, profile: str, policy: PolicyShape | None = None, **knobs: object
+    ) -> None:
         require("jax")
         import jax
 
         shape = (PROFILES[profile], bool(knobs.get("buffer_donation", False)), _jax_device_for(device), num_envs)
         _compiled(*shape, "reset")
-        _compiled(*shape, "step")
-        jax.block_until_ready(jax.device_put(train_keys(0, num_envs), shape[2]))  # and the env's key functions
+        keys = [train_keys(0, num_envs)]  # and the env's key functions
+        if policy is None:
+            _compiled(*shape, "step")
+        else:
+            _compiled_loop(*shape, policy)
+            keys.append(panel_keys([0] * num_envs))
+        jax.block_until_ready(jax.device_put(keys, shape[2]))
 
     def control_dt_s(self, profile: str) -> float:
         return PHYSICS_DT_S * SUBSTEPS

@@ -201,6 +201,40 @@ def build_functions(model: Any, params: TaskParams, donate: bool) -> dict[str, A
     }
 
 
+def policy_loop(step: Any, activation: str, steps: int) -> Any:
+    """A jitted ``(state, obs, finished, success, policy) -> (state, obs, finished, success)``: ``steps`` control
+    steps of a deterministic MLP policy and ``step`` in one device loop, counting each env's first finished episode
+    as :func:`sweep.evaluation.evaluate` does (a success where it ended with one; a finished failure where it ended
+    without, or where its failure is already decided). ``policy``: ``mean``, ``std``, ``eps`` and ``layers``
+    ((weight (out, in), bias) pairs) of :class:`sweep.policy.MlpPolicy`; f32 matmuls at full precision, as torch's
+    default. The state is donated."""
+    import jax
+    import jax.numpy as jnp
+
+    act = {"elu": jax.nn.elu, "relu": jax.nn.relu, "tanh": jnp.tanh, "sigmoid": jax.nn.sigmoid}[activation]
+
+    def actions(policy, obs):
+        x = (obs - policy["mean"]) / (policy["std"] + policy["eps"])
+        for i, (weight, bias) in enumerate(policy["layers"]):
+            x = jnp.dot(x, weight.T, precision=jax.lax.Precision.HIGHEST) + bias
+            if i < len(policy["layers"]) - 1:
+                x = act(x)
+        return x
+
+    def loop(state, obs, finished, success, policy):
+        def body(carry, _):
+            state, obs, finished, success = carry
+            state, obs, _, flags = step(state, actions(policy, obs))
+            new = (flags[:, 0] > 0) & ~finished
+            success = success | (new & (flags[:, 2] > 0))
+            finished = finished | new | (flags[:, 3] > 0)
+            return (state, obs, finished, success), None
+
+        return jax.lax.scan(body, (state, obs, finished, success), None, length=steps)[0]
+
+    return jax.jit(loop, donate_argnums=(0,))
+
+
 def train_keys(seed: int, num_envs: int) -> Any:
     """Training randomness: a stream tagged 0, separate by construction from evaluation's (tag 1)."""
     import jax
