@@ -119,7 +119,7 @@ def evaluate(policy: torch.nn.Module, env: TaskEnv, seeds: list[int], target: fl
     limit = int(env.max_episode_length) + 1
     early, steps = False, 0
     while steps < limit:
-        fused = None if mlp is None else env.policy_steps(mlp, CHECK_EVERY, finished, success)
+        fused = None if mlp is None else env.policy_steps(mlp, CHECK_EVERY)
         if fused is not None:
             (finished, success), n = fused, CHECK_EVERY
         else:

@@ -93,8 +93,7 @@ layers = ((torch.randn(8, 50) * 0.1, torch.zeros(8)), (torch.randn(12, 8) * 0.1,
 policy = MlpPolicy(torch.zeros(50), torch.ones(50), 0.01, layers, "elu")
 assert panel.compile_policy_steps(policy.shape(50))
 panel.reset_with_seeds(panel_seeds(16))
-finished = torch.zeros(16, dtype=torch.bool)
-panel.policy_steps(policy, 50, finished, finished.clone())
+panel.policy_steps(policy, 50)
 jax.jit(lambda x: x + 1)(1.0)  # compiles: the log is read
 compiled = [m.split()[1] for m in seen if m.startswith("Compiling ")]
 print("compiled", " ".join(compiled))

@@ -53,13 +53,11 @@ class TaskEnv(VecEnv):
         Lets a trial bill compilation as its own phase. The default does nothing.
         """
 
-    def policy_steps(
-        self, policy: MlpPolicy, steps: int, finished: torch.Tensor, success: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+    def policy_steps(self, policy: MlpPolicy, steps: int) -> tuple[torch.Tensor, torch.Tensor] | None:
         """Run ``steps`` control steps of ``policy`` on the simulator's own device, with no Python per step, and
-        return ``finished`` and ``success`` updated by the rules of :func:`sweep.evaluation.evaluate` (each env's
-        first finished episode counts; a decided failure finishes it). None: this env cannot (the default), and
-        the caller steps the policy itself."""
+        return which envs have finished their first episode since :meth:`reset_with_seeds` and which of those
+        succeeded, by the rules of :func:`sweep.evaluation.evaluate` (a decided failure finishes an episode).
+        None: this env cannot (the default), and the caller steps the policy itself."""
         return None
 
     def compile_policy_steps(self, shape: PolicyShape) -> bool:

@@ -252,6 +252,7 @@ class MjxLocomotionEnv(TaskEnv):
         self.cfg = asdict(params)
         self._jax_device = _jax_device_for(device)
         self._shape = (params, donate, self._jax_device, num_envs)
+        self._pass: tuple | None = None  # a pass in the env's own loop: policy, its arrays, finished, success
         self._fn = _shape_functions(*self._shape)
         _compiled(*self._shape, "reset")
         self._keys = jax.device_put(train_keys(seed, num_envs), self._jax_device)
@@ -292,7 +293,7 @@ class MjxLocomotionEnv(TaskEnv):
         if len(seeds) != self.num_envs:
             raise ValueError(f"reset_with_seeds needs {self.num_envs} seeds, got {len(seeds)}")
         self._state, obs = self._fn["reset"](jax.device_put(panel_keys(seeds), self._jax_device))
-        self._obs = self._wrap_obs(obs)
+        self._obs, self._pass = self._wrap_obs(obs), None
         return self._obs
 
     def warm_up(self) -> None:
@@ -302,18 +303,22 @@ class MjxLocomotionEnv(TaskEnv):
         self.restart()
         self.synchronize()
 
-    def policy_steps(
-        self, policy: MlpPolicy, steps: int, finished: torch.Tensor, success: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``steps`` control steps of ``policy`` in one device loop (:func:`sweep.backends.mjx_task.policy_loop`)."""
+    def policy_steps(self, policy: MlpPolicy, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``steps`` control steps of ``policy`` in one device loop (:func:`sweep.backends.mjx_task.policy_loop`).
+        Every input of the loop is JAX's own memory (a loop's inputs are copied by CUDA-graph memcpy nodes, which
+        refuse memory from torch's allocator): the policy is copied in once per pass, the masks stay here."""
         import jax
+        import jax.numpy as jnp
 
+        if self._pass is None or self._pass[0] is not policy:
+            zeros = jax.device_put(jnp.zeros(self.num_envs, bool), self._jax_device)
+            self._pass = (policy, _arrays(policy, self._jax_device), zeros, zeros)
+        _, arrays, finished, success = self._pass
         loop = _policy_loop(*self._shape, policy.shape(steps))
-        state, obs, fin, suc = loop(
-            self._state, jax.dlpack.from_dlpack(self._obs["policy"]), _jax(finished), _jax(success), _arrays(policy)
-        )
-        self._state, self._obs = state, self._wrap_obs(obs)
-        return torch.from_dlpack(fin), torch.from_dlpack(suc)
+        self._state, obs, finished, success = loop(self._state, self._obs_jax, finished, success, arrays)
+        self._obs = self._wrap_obs(obs)
+        self._pass = (policy, arrays, finished, success)
+        return torch.from_dlpack(finished), torch.from_dlpack(success)
 
     def compile_policy_steps(self, shape: PolicyShape) -> bool:
         """Compile the policy loop of ``shape`` for this env's shape (nothing runs)."""
@@ -346,6 +351,7 @@ class MjxLocomotionEnv(TaskEnv):
         return self._fn["step"]._cache_size()
 
     def _wrap_obs(self, obs: Any) -> TensorDict:
+        self._obs_jax = obs
         return TensorDict({"policy": torch.from_dlpack(obs)}, batch_size=[self.num_envs], device=self.device)
 
 
@@ -362,24 +368,17 @@ def _jax_device_for(device: str) -> Any:
     return jax.devices("cpu")[0]
 
 
-def _jax(tensor: torch.Tensor) -> Any:
-    import jax
-
-    return jax.dlpack.from_dlpack(tensor.contiguous())
-
-
-def _arrays(policy: MlpPolicy) -> dict[str, Any]:
-    """The policy's tensors as JAX arrays on their device (no copy), in :func:`mjx_task.policy_loop`'s layout."""
+def _arrays(policy: MlpPolicy, device: Any) -> dict[str, Any]:
+    """The policy's tensors as JAX arrays of their own on ``device``, in :func:`mjx_task.policy_loop`'s layout."""
     import jax
     import numpy as np
 
-    device = next(iter(_jax(policy.mean).devices()))
-    return {
-        "mean": _jax(policy.mean),
-        "std": _jax(policy.std),
-        "eps": jax.device_put(np.float32(policy.eps), device),
-        "layers": tuple((_jax(w), _jax(b)) for w, b in policy.layers),
-    }
+    def put(t: torch.Tensor | float) -> Any:
+        host = np.float32(t) if isinstance(t, float) else t.detach().to("cpu", torch.float32).numpy().copy()
+        return jax.device_put(host, device)
+
+    layers = tuple((put(w), put(b)) for w, b in policy.layers)
+    return {"mean": put(policy.mean), "std": put(policy.std), "eps": put(policy.eps), "layers": layers}
 
 
 class MjxLocomotion(Backend):
