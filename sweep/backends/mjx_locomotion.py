@@ -308,10 +308,10 @@ class MjxLocomotionEnv(TaskEnv):
         Every input of the loop is JAX's own memory (a loop's inputs are copied by CUDA-graph memcpy nodes, which
         refuse memory from torch's allocator): the policy is copied in once per pass, the masks stay here."""
         import jax
-        import jax.numpy as jnp
+        import numpy as np
 
         if self._pass is None or self._pass[0] is not policy:
-            zeros = jax.device_put(jnp.zeros(self.num_envs, bool), self._jax_device)
+            zeros = jax.device_put(np.zeros(self.num_envs, bool), self._jax_device)
             self._pass = (policy, _arrays(policy, self._jax_device), zeros, zeros)
         _, arrays, finished, success = self._pass
         loop = _policy_loop(*self._shape, policy.shape(steps))
