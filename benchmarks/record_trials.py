@@ -71,6 +71,8 @@ def grid(args: argparse.Namespace) -> list[dict]:
     from sweep.ledger import LedgerWriter
     from sweep.trial import run_trial
 
+    if args.stepped_passes:
+        step_passes_from_python()
     index, count = args.shard
     ledger = ledger_path(args.out, args.shard)
     earlier = read_rows(ledger)
@@ -197,6 +199,14 @@ def point_key(params: dict[str, Any], seed: int) -> str:
     return json.dumps({**params, "seed": seed}, sort_keys=True)
 
 
+def step_passes_from_python() -> None:
+    """In this process, MJX envs have no loop of their own: a held-out pass steps the policy from Python."""
+    from sweep.backends.mjx_locomotion import MjxLocomotionEnv
+
+    MjxLocomotionEnv.policy_steps = lambda self, policy, steps: None
+    MjxLocomotionEnv.compile_policy_steps = lambda self, shape: False
+
+
 def save(rows: list[dict], args: argparse.Namespace) -> None:
     """Write the table of ``rows`` to ``args.out``."""
     device = args.device_name or next((r.get("device") for r in rows if r.get("device")), "unknown")
@@ -223,6 +233,12 @@ def main() -> None:
         help="start no trial that could end later than this many wall seconds after the start (device time limits)",
     )
     g.add_argument("--shard", type=shard, default=(0, 1), help="I/N: run every N-th point to record, from the I-th")
+    g.add_argument(
+        "--stepped-passes",
+        action="store_true",
+        help="step held-out passes from Python, not in the env's own loop (as a table begun before RESULTS 13 was: "
+        "one table, one way of evaluating)",
+    )
     led = sub.add_parser("ledgers")
     led.add_argument("paths", nargs="+")
     led.add_argument("--device-name", default="")
