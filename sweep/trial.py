@@ -48,6 +48,8 @@ class Built:
     seeds: list[int]
     trainer: Any
     alg: Any
+    panel_compiled: bool = False
+    """Whether what the held-out passes run is compiled (before the first pass: :func:`evaluate_once`)."""
 
 
 def build(cfg: TrialConfig, clock: PhaseClock, out_dir: str | Path | None, trial: int, stack: ExitStack) -> Built:
@@ -126,9 +128,8 @@ def run_trial(
                 log.built = built = build(cfg, clock, out_dir, trial, stack)
                 log.progress.update(device=describe_device(built.device), gpu=gpu_slot(built.device))
             clock.sync = device_sync(built.device, built.env)
-            with clock.phase("compile"):
+            with clock.phase("compile"):  # the panel's compile waits for the first pass (see evaluate_once)
                 built.env.warm_up()
-                warm_up_panel(built.eval_env, built.alg.get_policy())
                 perf.warm_up(built.alg, built.env, built.flags)
             return train(cfg, built, clock, log)
         except (Exception, SystemExit) as exc:  # any failure ends the trial, billed, with its reason (never the worker)
@@ -148,8 +149,7 @@ def train(cfg: TrialConfig, built: Built, clock: PhaseClock, log: TrialLog) -> R
         progress["train_success"] = getattr(built.trainer, "train_success", lambda: None)()
         capped = cap_reached(cfg, clock.billable_s(), clock.seconds)
         if capped or pass_due(progress["train_success"], cfg.eval_gate):  # the cap's pass: nothing goes unevaluated
-            with clock.phase("eval"):
-                result = evaluate(built.alg.get_policy(), built.eval_env, built.seeds, target=cfg.target)
+            result = evaluate_once(cfg, built, clock)
             progress.update(record(result, cfg.target), eval_episodes=cfg.eval_episodes)
             if capped and not result.reached(cfg.target):
                 return log.end("capped", capped)
@@ -163,6 +163,19 @@ def train(cfg: TrialConfig, built: Built, clock: PhaseClock, log: TrialLog) -> R
         ending = end_state(progress["success"], cfg.target, answer)
         if ending is not None:
             return log.end(*ending)
+
+
+def evaluate_once(cfg: TrialConfig, built: Built, clock: PhaseClock) -> EvalResult:
+    """One held-out pass, billed to 'eval'; before the trial's first, what passes run is compiled, billed to
+    'compile'. Not before training: on a GPU worker the panel is being compiled beside the trial
+    (:mod:`sweep.preload`) while it trains, and is ready by its first pass, which comes after some training."""
+    policy = built.alg.get_policy()
+    if not built.panel_compiled:
+        with clock.phase("compile"):
+            warm_up_panel(built.eval_env, policy)
+        built.panel_compiled = True
+    with clock.phase("eval"):
+        return evaluate(policy, built.eval_env, built.seeds, target=cfg.target)
 
 
 #: A checkpoint whose held-out pass was skipped (:func:`sweep.evaluation.pass_due`): no bounds, zero episodes.

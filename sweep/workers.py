@@ -141,6 +141,7 @@ class WorkerPool:
                 kwargs["address"] = cfg.address
             else:
                 kwargs.update(
+                    address="local",  # its own instance, even beside another Ray on this machine
                     _node_ip_address=cfg.host,
                     include_dashboard=cfg.dashboard,
                     dashboard_host=cfg.host,

@@ -102,6 +102,12 @@ def test_passes_are_skipped_while_training_episodes_fail_and_the_cap_always_eval
     eval_s = [0.0] + [r.phases_s["eval"] for r in checkpoints]
     for r, before, after in zip(checkpoints, eval_s, eval_s[1:], strict=False):
         assert (after == before) == (r.eval_episodes == 0)  # a skipped pass spends nothing in evaluation
+    # the panel compiles right before the first pass, billed to 'compile', not before training (on a GPU worker the
+    # preloading thread compiles it meanwhile)
+    compile_s = [r.phases_s["compile"] for r in checkpoints]
+    first = next((i for i, r in enumerate(checkpoints) if r.eval_episodes > 0), len(checkpoints))
+    assert len(set(compile_s[:first])) <= 1, compile_s
+    assert [*compile_s, final.phases_s["compile"]][first] > compile_s[0] or first == 0
     # the trial's last training is evaluated
     assert final.eval_episodes == tiny().eval_episodes and (final.success is not None or final.success_max is not None)
     if final.state == "capped":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -123,3 +124,26 @@ def test_trials_side_by_side_never_spend_past_the_budget(tmp_path: Path) -> None
     assert sorted(t for t, r in ends.items() if r["billable_s"] > 0) == [0, 1]  # both capped at $30: no third fits
     assert sum(metrics(r)["usd"] for r in ends.values()) <= 70.0
     assert "budget" in planner.stopping, planner.stopping
+
+
+def test_a_sweep_starts_its_own_ray_beside_another_one_on_the_machine() -> None:
+    """Another local Ray instance (another sweep, a notebook) is left alone: the pool starts its own, with its own
+    settings, instead of failing to join it."""
+    script = (
+        "import ray, sys; ray.init(num_cpus=1, _node_ip_address='127.0.0.1', include_dashboard=False); "
+        "print(ray.get_runtime_context().gcs_address, flush=True); sys.stdin.read(); ray.shutdown()"
+    )
+    other = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        theirs = other.stdout.readline().strip()
+        assert theirs
+        pool = WorkerPool(Workers(num=1, cpus_per_trial=1), use_gpu=False)
+        try:
+            wait_ready(pool)
+            assert ray.get_runtime_context().gcs_address != theirs
+            assert ray.get(ray.remote(lambda: __import__("os").nice(0)).remote()) == 0  # its own settings
+        finally:
+            pool.shutdown()
+    finally:
+        other.stdin.close()
+        other.wait(60)
