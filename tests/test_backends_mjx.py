@@ -145,6 +145,8 @@ def test_a_pass_in_the_envs_own_loop_counts_as_one_stepped_from_python() -> None
     cfg = TrialConfig(profile="cpu", num_envs=16, num_steps_per_env=8, seed=2, flags={"compile_cache": True})
     env = get_backend("mjx_locomotion").make_env(16, 2, "cpu", "cpu")
     panel = MjxLocomotionEnv(64, 2, "cpu", with_overrides("cpu", cmd_vx=(0.0, 0.4)))
+    assert not panel.policy_loop  # on a CPU device passes are stepped from Python; the loop is compared here
+    panel.policy_loop = True
     _, alg = build_learner(cfg, env, "cpu", perf.resolve(cfg.flags), PhaseClock())
     policy = alg.get_policy()
     with torch.no_grad():  # small actions around the reference, through every layer and the normalizer

@@ -89,6 +89,7 @@ from sweep.backends import get_backend
 env = get_backend("mjx_locomotion").make_env(8, 3, "cpu", "cpu")
 env.warm_up()
 panel = get_backend("mjx_locomotion").make_env(16, 3, "cpu", "cpu")
+panel.policy_loop = True  # as on a GPU device
 layers = ((torch.randn(8, 50) * 0.1, torch.zeros(8)), (torch.randn(12, 8) * 0.1, torch.zeros(12)))
 policy = MlpPolicy(torch.zeros(50), torch.ones(50), 0.01, layers, "elu")
 assert panel.compile_policy_steps(policy.shape(50))

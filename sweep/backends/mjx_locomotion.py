@@ -253,6 +253,10 @@ class MjxLocomotionEnv(TaskEnv):
         self._jax_device = _jax_device_for(device)
         self._shape = (params, donate, self._jax_device, num_envs)
         self._pass: tuple | None = None  # a pass in the env's own loop: policy, its arrays, finished, success
+        # Held-out passes in the env's own loop on a GPU only: there a pass stepped from Python waits on dispatch
+        # (0.73x per step in the loop, RESULTS 13); on 2 CPU cores the simulation itself dominates, and the loop is
+        # one more compile where a 256-env panel otherwise shares the 256-env training step's (RESULTS 4).
+        self.policy_loop = self._jax_device.platform == "gpu"
         self._fn = _shape_functions(*self._shape)
         _compiled(*self._shape, "reset")
         self._keys = jax.device_put(train_keys(seed, num_envs), self._jax_device)
@@ -303,13 +307,16 @@ class MjxLocomotionEnv(TaskEnv):
         self.restart()
         self.synchronize()
 
-    def policy_steps(self, policy: MlpPolicy, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """``steps`` control steps of ``policy`` in one device loop (:func:`sweep.backends.mjx_task.policy_loop`).
+    def policy_steps(self, policy: MlpPolicy, steps: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """``steps`` control steps of ``policy`` in one device loop (:func:`sweep.backends.mjx_task.policy_loop`);
+        None when :attr:`policy_loop` is off (a CPU device).
         Every input of the loop is JAX's own memory (a loop's inputs are copied by CUDA-graph memcpy nodes, which
         refuse memory from torch's allocator): the policy is copied in once per pass, the masks stay here."""
         import jax
         import numpy as np
 
+        if not self.policy_loop:
+            return None
         if self._pass is None or self._pass[0] is not policy:
             zeros = jax.device_put(np.zeros(self.num_envs, bool), self._jax_device)
             self._pass = (policy, _arrays(policy, self._jax_device), zeros, zeros)
@@ -321,9 +328,10 @@ class MjxLocomotionEnv(TaskEnv):
         return torch.from_dlpack(finished), torch.from_dlpack(success)
 
     def compile_policy_steps(self, shape: PolicyShape) -> bool:
-        """Compile the policy loop of ``shape`` for this env's shape (nothing runs)."""
-        _compiled_loop(*self._shape, shape)
-        return True
+        """Compile the policy loop of ``shape`` for this env's shape (nothing runs); False where it has none."""
+        if self.policy_loop:
+            _compiled_loop(*self._shape, shape)
+        return self.policy_loop
 
     def restart(self) -> None:
         """Return every env to the initial training state of this env's seed (nothing recompiles)."""
