@@ -18,6 +18,9 @@ its GPU, so its times are its own; its rows go to ``<out>.shard<I>.jsonl``, read
     CUDA_VISIBLE_DEVICES=0 python benchmarks/record_trials.py grid ... --shard 0/2 &
     CUDA_VISIBLE_DEVICES=1 python benchmarks/record_trials.py grid ... --shard 1/2
 
+A table is evaluated one way: ``--stepped-passes`` steps held-out passes from Python, as before the env's own loop
+(RESULTS 13), for a table begun before it (``h200_grid3``).
+
 From ledgers already written (a sweep's trials are real trials too; pruned ones are kept only up to
 where they were stopped, so they are marked ``truncated``):
 
