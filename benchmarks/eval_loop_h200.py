@@ -20,19 +20,6 @@ from contextlib import ExitStack
 from pathlib import Path
 
 
-class Stepped:
-    """The panel env without its own loop: the pass steps the policy from Python."""
-
-    def __init__(self, env) -> None:
-        self.env = env
-
-    def __getattr__(self, name: str):
-        return getattr(self.env, name)
-
-    def policy_steps(self, *args):
-        return None
-
-
 def measure(repeats: int) -> dict:
     import torch
 
@@ -56,16 +43,18 @@ def measure(repeats: int) -> dict:
         t0 = time.perf_counter()
         panel.warm_up()
         t1 = time.perf_counter()
+        panel.policy_loop = True  # as on a GPU (a CPU run of this script compares the two ways too)
         assert panel.compile_policy_steps(mlp_policy(policy).shape(CHECK_EVERY))
         t2 = time.perf_counter()
         out.update(step_compile_s=t1 - t0, loop_compile_s=t2 - t1)
         per_step: dict[str, list[float]] = {"stepped": [], "loop": []}
         results: dict[str, set] = {"stepped": set(), "loop": set()}
         for _ in range(repeats + 1):  # the first round warms up both
-            for name, env in (("stepped", Stepped(panel)), ("loop", panel)):
+            for name, looped in (("stepped", False), ("loop", True)):
+                panel.policy_loop = looped
                 sync()
                 ts = time.perf_counter()
-                result = evaluate(policy, env, built.seeds)
+                result = evaluate(policy, panel, built.seeds)
                 sync()
                 per_step[name].append((time.perf_counter() - ts) / result.steps)
                 results[name].add((result.successes, result.steps))

@@ -206,8 +206,7 @@ def step_passes_from_python() -> None:
     """In this process, MJX envs have no loop of their own: a held-out pass steps the policy from Python."""
     from sweep.backends.mjx_locomotion import MjxLocomotionEnv
 
-    MjxLocomotionEnv.policy_steps = lambda self, policy, steps: None
-    MjxLocomotionEnv.compile_policy_steps = lambda self, shape: False
+    MjxLocomotionEnv.loop_platforms = ()
 
 
 def save(rows: list[dict], args: argparse.Namespace) -> None:

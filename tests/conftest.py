@@ -22,3 +22,11 @@ def reached_run(tmp_path_factory: pytest.TempPathFactory):
 
     run_dir = tmp_path_factory.mktemp("reached") / "run"
     return run_dir, reached_trial(run_dir)
+
+
+@pytest.fixture
+def cpu() -> object:
+    """JAX's CPU device."""
+    import jax
+
+    return jax.devices("cpu")[0]

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import threading
-import time
-
 import pytest
 import torch
 
-from sweep.backends import get_backend, mjx_locomotion
+from sweep.backends import get_backend
 from sweep.backends.mjx_locomotion import MjxLocomotionEnv, with_overrides
 from sweep.backends.mjx_task import NUM_ACTIONS, OBS_DIM
 from sweep.errors import ConfigError
@@ -100,39 +97,6 @@ def test_an_untested_mujoco_is_named_once_on_stderr(monkeypatch, capsys) -> None
     assert "tested with 3.17.x" in err and "pip install mujoco==3.17.0 mujoco-mjx==3.17.0" in err
 
 
-def test_threads_that_need_one_shape_at_once_compute_it_once() -> None:
-    calls: list[int] = []
-
-    @mjx_locomotion._once
-    def slow(n: int) -> int:
-        calls.append(n)
-        time.sleep(0.2)
-        return n * 2
-
-    results: list[int] = []
-    threads = [threading.Thread(target=lambda: results.append(slow(3))) for _ in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert results == [6, 6, 6] and calls == [3]  # the others waited for the first's result
-    slow.cache_clear()
-    assert slow(3) == 6 and calls == [3, 3]
-
-
-class Stepped:
-    """The same env without its own policy loop: a pass steps the policy from Python, one control step at a time."""
-
-    def __init__(self, env: MjxLocomotionEnv) -> None:
-        self.env = env
-
-    def __getattr__(self, name: str):
-        return getattr(self.env, name)
-
-    def policy_steps(self, *args):
-        return None
-
-
 def test_a_pass_in_the_envs_own_loop_counts_as_one_stepped_from_python() -> None:
     """Same panel, same policy: the device loop's pass has the stepped pass's successes, steps and early verdict.
     Forward commands, which the trotting reference alone mostly meets: some episodes succeed, some fail."""
@@ -146,7 +110,6 @@ def test_a_pass_in_the_envs_own_loop_counts_as_one_stepped_from_python() -> None
     env = get_backend("mjx_locomotion").make_env(16, 2, "cpu", "cpu")
     panel = MjxLocomotionEnv(64, 2, "cpu", with_overrides("cpu", cmd_vx=(0.0, 0.4)))
     assert not panel.policy_loop  # on a CPU device passes are stepped from Python; the loop is compared here
-    panel.policy_loop = True
     _, alg = build_learner(cfg, env, "cpu", perf.resolve(cfg.flags), PhaseClock())
     policy = alg.get_policy()
     with torch.no_grad():  # small actions around the reference, through every layer and the normalizer
@@ -154,7 +117,9 @@ def test_a_pass_in_the_envs_own_loop_counts_as_one_stepped_from_python() -> None
         policy.obs_normalizer._mean.normal_(0.0, 0.1, generator=torch.Generator().manual_seed(0))
     results = {}
     for target in (None, 0.9):
+        panel.policy_loop = True
         fused = evaluate(policy, panel, panel_seeds(64), target=target)
-        assert fused == evaluate(policy, Stepped(panel), panel_seeds(64), target=target)
+        panel.policy_loop = False
+        assert fused == evaluate(policy, panel, panel_seeds(64), target=target)
         results[target] = fused
     assert 0 < results[None].successes < 64, results  # (passes stopped early: tests/test_evaluation.py)

@@ -4,28 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-
-@pytest.fixture
-def cpu() -> object:
-    import jax
-
-    return jax.devices("cpu")[0]
-
 
 def test_exported_functions_match_the_jitted_ones_step_for_step(tmp_path: Path, monkeypatch, cpu) -> None:
     import jax
     import numpy as np
 
     from sweep.backends import mjx_export
-    from sweep.backends.mjx_locomotion import PROFILES, _functions
+    from sweep.backends.mjx_compiled import task_functions
+    from sweep.backends.mjx_locomotion import PROFILES
     from sweep.backends.mjx_task import NUM_ACTIONS, train_keys
 
     monkeypatch.setattr(mjx_export, "cache_dir", lambda: tmp_path)
     n = 8
     with jax.default_device(cpu):
-        fns = _functions(PROFILES["cpu"], False, str(cpu))
+        fns = task_functions(PROFILES["cpu"], False, str(cpu))
     loaded = mjx_export.shape_functions(fns, n, False, cpu, key="test")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["test.reset.bin", "test.step.bin"]  # sim_only: on use
     again = mjx_export.shape_functions(fns, n, False, cpu, key="test")  # read back from disk, as a new process
@@ -48,7 +40,8 @@ def test_exported_functions_match_the_jitted_ones_step_for_step(tmp_path: Path, 
 
 def test_the_key_changes_with_whatever_the_lowered_code_depends_on(tmp_path: Path, cpu) -> None:
     from sweep.backends import mjx_export, mjx_task
-    from sweep.backends.mjx_locomotion import PROFILES, model_path, with_overrides
+    from sweep.backends.mjx_compiled import model_path
+    from sweep.backends.mjx_locomotion import PROFILES, with_overrides
 
     files = (mjx_task.__file__, model_path())
     base = mjx_export.shape_key(PROFILES["cpu"], False, 64, cpu, files)
@@ -63,13 +56,3 @@ def test_the_key_changes_with_whatever_the_lowered_code_depends_on(tmp_path: Pat
         mjx_export.shape_key(PROFILES["cpu"], False, 64, cpu, (str(edited), model_path())),
     }
     assert base not in others and len(others) == 5
-
-
-def test_without_the_persistent_cache_the_jitted_functions_are_used(monkeypatch, cpu) -> None:
-    from sweep.backends import mjx_export, mjx_locomotion
-
-    monkeypatch.setattr(mjx_export, "cache_dir", lambda: None)
-    mjx_locomotion._shape_functions.cache_clear()
-    fns = mjx_locomotion._shape_functions(mjx_locomotion.PROFILES["cpu"], False, cpu, 8)
-    assert fns is mjx_locomotion._functions(mjx_locomotion.PROFILES["cpu"], False, str(cpu))
-    mjx_locomotion._shape_functions.cache_clear()

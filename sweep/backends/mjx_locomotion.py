@@ -13,11 +13,7 @@ profile's threshold.
 
 from __future__ import annotations
 
-import functools
-import itertools
-import os
 import sys
-import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -25,16 +21,9 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
+from sweep.backends import mjx_compiled
 from sweep.backends.base import Backend, Profile, TaskEnv
-from sweep.backends.mjx_task import (
-    NUM_ACTIONS,
-    OBS_DIM,
-    PHYSICS_DT_S,
-    SUBSTEPS,
-    build_functions,
-    panel_keys,
-    train_keys,
-)
+from sweep.backends.mjx_task import NUM_ACTIONS, PHYSICS_DT_S, SUBSTEPS, panel_keys, train_keys
 from sweep.errors import ConfigError, require
 from sweep.policy import MlpPolicy, PolicyShape
 
@@ -108,137 +97,14 @@ PROFILES: dict[str, TaskParams] = {
 }
 
 
-def model_path() -> str:
-    """Path of the Barkour v0 MJCF inside the installed ``mujoco-mjx`` wheel."""
-    mjx = require("mujoco.mjx")
-    path = os.path.join(os.path.dirname(mjx.__file__), "test_data", "barkour_v0", "assets", "barkour_v0_mjx.xml")
-    if not os.path.exists(path):
-        raise ConfigError(f"backend=mjx_locomotion: model file not found at {path}; reinstall mujoco-mjx==3.17.0")
-    return path
-
-
-def load_model(floor: str) -> Any:
-    """Compile the Barkour model for ``floor``: visual meshes dropped, 4 ms physics step."""
-    import mujoco
-
-    spec = mujoco.MjSpec.from_file(model_path())
-    for geom in list(spec.geoms):  # visual-only geoms never collide: drop them and their meshes
-        if geom.contype == 0 and geom.conaffinity == 0 and geom.name != "hfield_floor":
-            spec.delete(geom)
-    for mesh in list(spec.meshes):
-        spec.delete(mesh)
-    if floor == "flat":
-        floor_geom = spec.geom("hfield_floor")
-        floor_geom.type = mujoco.mjtGeom.mjGEOM_PLANE
-        floor_geom.hfieldname = ""
-        floor_geom.size = [0.0, 0.0, 0.05]
-    spec.option.timestep = PHYSICS_DT_S
-    return spec.compile()
-
-
-def _once(fn: Any) -> Any:
-    """``functools.cache`` for functions that two threads may call at once (a trial and the worker's preloader,
-    :mod:`sweep.preload`): the first caller of a key computes it, a later caller of that key waits for its result."""
-    results: dict[tuple, Any] = {}
-    locks: dict[tuple, threading.Lock] = {}
-    guard = threading.Lock()
-
-    @functools.wraps(fn)
-    def cached(*args: Any) -> Any:
-        with guard:
-            lock = locks.setdefault(args, threading.Lock())
-        with lock:
-            if args not in results:
-                results[args] = fn(*args)
-        return results[args]
-
-    def cache_clear() -> None:
-        with guard:
-            results.clear()
-            locks.clear()
-
-    cached.cache_clear = cache_clear
-    return cached
-
-
-@_once
-def _functions(params: TaskParams, donate: bool, jax_device: str) -> dict[str, Any]:
-    """Jitted task functions shared by every env of this process with these params, donation and JAX
-    device: a worker's later trials re-trace nothing, and XLA compiles each env shape once."""
-    return build_functions(load_model(params.floor), params, donate)
-
-
-@_once
-def _shape_functions(params: TaskParams, donate: bool, jax_device: Any, num_envs: int) -> dict[str, Any]:
-    """The task functions for ``num_envs`` envs: with the persistent XLA cache on, from their lowered form on disk
-    (:mod:`sweep.backends.mjx_export`: a new process traces none of the task), else the shared jitted ones."""
-    import jax
-
-    from sweep.backends import mjx_export, mjx_task
-
-    with jax.default_device(jax_device):  # the model's arrays live on the env's device
-        fns = _functions(params, donate, str(jax_device))
-    if mjx_export.cache_dir() is None:
-        return fns
-    sources = (mjx_task.__file__, __file__, model_path())
-    key = mjx_export.shape_key(params, donate, num_envs, jax_device, sources)
-    return mjx_export.shape_functions(fns, num_envs, donate, jax_device, key)
-
-
-@_once
-def _compiled(params: TaskParams, donate: bool, jax_device: Any, num_envs: int, name: str) -> None:
-    """Compile ``name`` ('reset' or 'step') for ``num_envs`` envs ahead of time, once per process: the jitted
-    function's later calls with arrays of that shape on that device find it compiled (lowering and compiling ahead
-    of time fill the same in-memory caches), and nothing runs on the device."""
-    import jax
-    import jax.numpy as jnp
-
-    fns = _shape_functions(params, donate, jax_device, num_envs)
-    on = jax.sharding.SingleDeviceSharding(jax_device)
-    keys = jax.ShapeDtypeStruct((num_envs, 2), jnp.uint32, sharding=on)
-    if name == "reset":
-        fns["reset"].lower(keys).compile()
-        return
-    state, _ = jax.eval_shape(fns["reset"], keys)
-    state = jax.tree_util.tree_map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=on), state)
-    actions = jax.ShapeDtypeStruct((num_envs, NUM_ACTIONS), jnp.float32, sharding=on)
-    fns[name].lower(state, actions).compile()
-
-
-@_once
-def _policy_loop(params: TaskParams, donate: bool, jax_device: Any, num_envs: int, shape: PolicyShape) -> Any:
-    """The jitted loop of a policy of ``shape`` and the step (:func:`sweep.backends.mjx_task.policy_loop`)."""
-    from sweep.backends import mjx_task
-
-    step = _shape_functions(params, donate, jax_device, num_envs)["step"]
-    return mjx_task.policy_loop(step, shape.activation, shape.steps)
-
-
-@_once
-def _compiled_loop(params: TaskParams, donate: bool, jax_device: Any, num_envs: int, shape: PolicyShape) -> None:
-    """Compile the policy loop for ``num_envs`` envs ahead of time, once per process (as :func:`_compiled`)."""
-    import jax
-    import jax.numpy as jnp
-
-    on = jax.sharding.SingleDeviceSharding(jax_device)
-
-    def spec(dims: tuple[int, ...], dtype: Any) -> Any:
-        return jax.ShapeDtypeStruct(dims, dtype, sharding=on)
-
-    fns = _shape_functions(params, donate, jax_device, num_envs)
-    state, obs = jax.eval_shape(fns["reset"], spec((num_envs, 2), jnp.uint32))
-    state = jax.tree_util.tree_map(lambda s: spec(s.shape, s.dtype), state)
-    widths = (OBS_DIM, *shape.hidden, NUM_ACTIONS)
-    layers = tuple((spec((o, i), jnp.float32), spec((o,), jnp.float32)) for i, o in itertools.pairwise(widths))
-    vector = spec((OBS_DIM,), jnp.float32)
-    policy = {"mean": vector, "std": vector, "eps": spec((), jnp.float32), "layers": layers}
-    mask = spec((num_envs,), jnp.bool_)
-    loop = _policy_loop(params, donate, jax_device, num_envs, shape)
-    loop.lower(state, spec(obs.shape, obs.dtype), mask, mask, policy).compile()
-
-
 class MjxLocomotionEnv(TaskEnv):
     """Batched Barkour velocity tracking as an rsl-rl ``VecEnv`` (observations under group 'policy')."""
+
+    loop_platforms: tuple[str, ...] = ("gpu",)
+    """Devices whose envs run held-out passes in their own loop (:meth:`policy_steps`; an env's ``policy_loop``).
+    GPUs only: there a pass stepped from Python waits on dispatch (0.73x the seconds per step in the loop, RESULTS
+    13); on 2 CPU cores the simulation dominates, and the loop is one more compile where a 256-env panel otherwise
+    shares the 256-env training step's (RESULTS 4)."""
 
     def __init__(self, num_envs: int, seed: int, device: str, params: TaskParams, donate: bool = False) -> None:
         import jax
@@ -253,12 +119,9 @@ class MjxLocomotionEnv(TaskEnv):
         self._jax_device = _jax_device_for(device)
         self._shape = (params, donate, self._jax_device, num_envs)
         self._pass: tuple | None = None  # a pass in the env's own loop: policy, its arrays, finished, success
-        # Held-out passes in the env's own loop on a GPU only: there a pass stepped from Python waits on dispatch
-        # (0.73x per step in the loop, RESULTS 13); on 2 CPU cores the simulation itself dominates, and the loop is
-        # one more compile where a 256-env panel otherwise shares the 256-env training step's (RESULTS 4).
-        self.policy_loop = self._jax_device.platform == "gpu"
-        self._fn = _shape_functions(*self._shape)
-        _compiled(*self._shape, "reset")
+        self.policy_loop = self._jax_device.platform in self.loop_platforms
+        self._fn = mjx_compiled.shape_functions(*self._shape)
+        mjx_compiled.compiled(*self._shape, "reset")
         self._keys = jax.device_put(train_keys(seed, num_envs), self._jax_device)
         self.restart()  # outside the default-device context, as every later call: reset traces once per shape
 
@@ -302,7 +165,7 @@ class MjxLocomotionEnv(TaskEnv):
 
     def warm_up(self) -> None:
         """Compile the step function with one throw-away step, then restore the initial state."""
-        _compiled(*self._shape, "step")
+        mjx_compiled.compiled(*self._shape, "step")
         self.step(torch.zeros(self.num_envs, self.num_actions, device=self.device))
         self.restart()
         self.synchronize()
@@ -321,7 +184,7 @@ class MjxLocomotionEnv(TaskEnv):
             zeros = jax.device_put(np.zeros(self.num_envs, bool), self._jax_device)
             self._pass = (policy, _arrays(policy, self._jax_device), zeros, zeros)
         _, arrays, finished, success = self._pass
-        loop = _policy_loop(*self._shape, policy.shape(steps))
+        loop = mjx_compiled.loop_function(*self._shape, policy.shape(steps))
         self._state, obs, finished, success = loop(self._state, self._obs_jax, finished, success, arrays)
         self._obs = self._wrap_obs(obs)
         self._pass = (policy, arrays, finished, success)
@@ -330,7 +193,7 @@ class MjxLocomotionEnv(TaskEnv):
     def compile_policy_steps(self, shape: PolicyShape) -> bool:
         """Compile the policy loop of ``shape`` for this env's shape (nothing runs); False where it has none."""
         if self.policy_loop:
-            _compiled_loop(*self._shape, shape)
+            mjx_compiled.compiled_loop(*self._shape, shape)
         return self.policy_loop
 
     def restart(self) -> None:
@@ -420,12 +283,12 @@ class MjxLocomotion(Backend):
         import jax
 
         shape = (PROFILES[profile], bool(knobs.get("buffer_donation", False)), _jax_device_for(device), num_envs)
-        _compiled(*shape, "reset")
+        mjx_compiled.compiled(*shape, "reset")
         keys = [train_keys(0, num_envs)]  # and the env's key functions
         if policy is None:
-            _compiled(*shape, "step")
+            mjx_compiled.compiled(*shape, "step")
         else:
-            _compiled_loop(*shape, policy)
+            mjx_compiled.compiled_loop(*shape, policy)
             keys.append(panel_keys([0] * num_envs))
         jax.block_until_ready(jax.device_put(keys, shape[2]))
 
