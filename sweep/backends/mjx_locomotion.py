@@ -103,8 +103,8 @@ class MjxLocomotionEnv(TaskEnv):
     loop_platforms: tuple[str, ...] = ("gpu",)
     """Devices whose envs run held-out passes in their own loop (:meth:`policy_steps`; an env's ``policy_loop``).
     GPUs only: there a pass stepped from Python waits on dispatch (0.73x the seconds per step in the loop, RESULTS
-    13); on 2 CPU cores the simulation dominates, and the loop is one more compile where a 256-env panel otherwise
-    shares the 256-env training step's (RESULTS 4)."""
+    13); on 2 CPU cores it did not pay in the one study measured, and it is one more compile where a 256-env panel
+    otherwise shares the 256-env training step's (RESULTS 4)."""
 
     def __init__(self, num_envs: int, seed: int, device: str, params: TaskParams, donate: bool = False) -> None:
         import jax
