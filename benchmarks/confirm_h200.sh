@@ -5,7 +5,7 @@
 #   bash benchmarks/confirm_h200.sh start <timeout_s> key=value...   # first call: a new study
 #   bash benchmarks/confirm_h200.sh resume <timeout_s> [key=value...] # next call (within 30 s): continue it
 # The run folder lives in /tmp/reports/$RUN_ID (default h200_confirmed) between calls; each call copies what it has
-# to $OUT.
+# to $OUT: its console log and run.tgz (the run folder without checkpoints).
 set -u
 OUT=${OUT:-/tmp/out}
 R=/tmp/reports
@@ -20,7 +20,6 @@ else
   timeout -s INT "$limit" python -m sweep.run resume=$RUN "$@" 2>&1 | grep -v "^Failed to import" \
     | tee -a "$OUT/sweep.log"
 fi
-for f in ledger.jsonl config.yaml recommended.yaml report.html study.db precompile.jsonl precompile.log preload.jsonl; do
-  [ -f "$RUN/$f" ] && cp "$RUN/$f" "$OUT/"
-done
-ls -la "$OUT"
+# The run folder but its checkpoints, as one file (a call returns at most 8 files), beside the console log.
+tar -czf "$OUT/run.tgz" --exclude=trials -C "$R" "$RUN_ID"
+ls -la "$OUT"; tar -tzf "$OUT/run.tgz"
