@@ -101,6 +101,9 @@ class Row:
     'confirm' (a finalist re-run on a further training seed); rows written before phases existed read as 'search'."""
     baseline: bool = False
     """The trial ran the study's baseline config (what the recommendation is compared with)."""
+    startup_parts_s: dict[str, float] = field(default_factory=dict)
+    """Where the 'startup' phase's seconds went (the backend's import, each env's construction, the learner's), so a
+    slow first start-up can be told apart; empty where the runner does not break it down."""
     wall_time: float = field(default_factory=time.time)
     """Unix time the row was written (s)."""
 
@@ -127,6 +130,7 @@ PROGRESS_FIELDS = (
     "device",
     "gpu",
     "checkpoint",
+    "startup_parts_s",
 )
 #: A trial's progress before its first row.
 START = {"iteration": 0, "env_steps": 0, "billable_s": 0.0, "phases_s": {}}

@@ -11,6 +11,7 @@ CLI: ``python -m sweep.trial num_envs=256 num_steps_per_env=24 profile=cpu price
 
 from __future__ import annotations
 
+import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,8 +53,25 @@ class Built:
     """Whether what the held-out passes run is compiled (before the first pass: :func:`evaluate_once`)."""
 
 
-def build(cfg: TrialConfig, clock: PhaseClock, out_dir: str | Path | None, trial: int, stack: ExitStack) -> Built:
-    """The training and evaluation envs and the learner; each env is closed by ``stack`` however the trial ends."""
+def build(
+    cfg: TrialConfig,
+    clock: PhaseClock,
+    out_dir: str | Path | None,
+    trial: int,
+    stack: ExitStack,
+    parts: dict[str, float] | None = None,
+) -> Built:
+    """The training and evaluation envs and the learner; each env is closed by ``stack`` however the trial ends.
+    ``parts`` (if given) gets the seconds of each step: backend (import and flags), env, eval_env, learner."""
+    parts = {} if parts is None else parts
+    t = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal t
+        now = time.perf_counter()
+        parts[name] = now - t
+        t = now
+
     backend = get_backend(cfg.backend)
     flags = perf.resolve(cfg.flags)
     device = resolve_device(cfg.device)
@@ -61,11 +79,15 @@ def build(cfg: TrialConfig, clock: PhaseClock, out_dir: str | Path | None, trial
     perf.apply_to_process(flags)  # before the first env: its reset compiles too, and must read the persistent cache
     knobs = perf.backend_knobs(flags, backend.knobs)
     knobs.update((k, v) for k, v in cfg.backend_options.items() if k in backend.knobs)
+    lap("backend")
     env = backend.make_env(cfg.num_envs, cfg.seed, device, cfg.profile, **knobs)
     stack.callback(env.close)
+    lap("env")
     eval_env = backend.make_env(cfg.eval_episodes, cfg.seed, device, cfg.profile, **knobs)
     stack.callback(eval_env.close)
+    lap("eval_env")
     trainer, alg = build_learner(cfg, env, device, flags, clock, out_dir, trial)
+    lap("learner")
     return Built(device, flags, env, eval_env, panel_seeds(cfg.eval_episodes), trainer, alg)
 
 
@@ -74,7 +96,7 @@ class TrialLog:
 
     def __init__(self, cfg: TrialConfig, rows: TrialRows, clock: PhaseClock, sink: Sink, out_dir: Any) -> None:
         self.cfg, self.rows, self.clock, self.sink, self.out_dir = cfg, rows, clock, sink, out_dir
-        self.progress: dict[str, Any] = {"device": describe_device("cpu")}
+        self.progress: dict[str, Any] = {"device": describe_device("cpu"), "startup_parts_s": {}}
         self.built: Built | None = None
         self.scalars = TrialScalars(checkpoints.trial_dir(out_dir, rows.trial)) if out_dir is not None else None
 
@@ -125,7 +147,7 @@ def run_trial(
         stack.callback(log.close)
         try:
             with clock.phase("startup"):
-                log.built = built = build(cfg, clock, out_dir, trial, stack)
+                log.built = built = build(cfg, clock, out_dir, trial, stack, log.progress["startup_parts_s"])
                 log.progress.update(device=describe_device(built.device), gpu=gpu_slot(built.device))
             clock.sync = device_sync(built.device, built.env)
             with clock.phase("compile"):  # the panel's compile waits for the first pass (see evaluate_once)

@@ -70,6 +70,10 @@ def test_tiny_real_ppo_run_improves_return(tmp_path: Path) -> None:
     assert any(r.train_success is not None for r in checkpoints)  # training episodes finished and were counted
     m = metrics(final.__dict__)
     assert m["throughput_sps"] > 0 and m["usd"] > 0 and final.phases_s["compile"] > 0
+    # the start-up's steps, each timed, within the start-up phase's seconds
+    parts = final.startup_parts_s
+    assert set(parts) == {"backend", "env", "eval_env", "learner"} and min(parts.values()) >= 0
+    assert 0 < sum(parts.values()) <= final.phases_s["startup"]
     # checkpoints: all (the default) keeps an unreached trial's latest checkpoint, with the row it belongs to
     assert (tmp_path / "trials" / "0000" / "checkpoint.pt").exists() and final.checkpoint == "trials/0000/checkpoint.pt"
     meta = json.loads((tmp_path / "trials" / "0000" / "checkpoint.json").read_text())
