@@ -125,6 +125,7 @@ def run_planner(
         "seeds": {"sampler": seed, "training": seed},
         "sampler": ("cost" if "cost" in strategy else "tpe") if strategy.startswith("planner") else strategy,
         "prune": strategy.startswith("planner"),
+        "race_slack": getattr(args, "race_slack", None) or config_mod.RunConfig.race_slack,
         "initial": initial or [],
         "run_id": f"{strategy}-{seed}",
     }
@@ -242,6 +243,7 @@ def main() -> None:
     parser.add_argument("--initial-from", default="", help="a space file: also run the planner on its initial design")
     parser.add_argument("--strategies", default="", help="comma-separated subset of the strategies to run")
     parser.add_argument("--confirm", type=int, default=1, help="seeds per finalist in a confirmation (1: none)")
+    parser.add_argument("--race-slack", type=float, default=None, help="the planner's race_slack (default: sweep's)")
     parser.add_argument("--confirm-top", type=int, default=2, help="candidates confirmed besides the baseline")
     parser.add_argument("--baseline", default="4096x24", help="the confirmation's baseline, ENVSxSTEPS as recorded")
     args = parser.parse_args()

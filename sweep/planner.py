@@ -116,14 +116,20 @@ class Planner:
         reached = [metrics(r)["race_usd_to_target"] for r in last_rows(self.rows).values() if r["state"] == "reached"]
         return min(reached) if reached else None
 
+    def race_bar_usd(self) -> float | None:
+        """What a search trial is raced against: the best known cost to target times ``race_slack`` (its cap and
+        the pruner's bar)."""
+        best = self.best_usd()
+        return None if best is None else best * self.cfg.race_slack
+
     def one_time_usd(self) -> float:
         """The most a trial of this study has paid for start-up and compilation (reserved on top of the best)."""
         price = self.price.usd_per_hour
         return max((metrics(r)["one_time_s"] * price / 3600.0 for r in last_rows(self.rows).values()), default=0.0)
 
     def allowance(self) -> float:
-        """What a new trial may spend: its cap, or (pruning) the best cost on equal terms plus one-time costs."""
-        best = self.best_usd()
+        """What a new trial may spend: its cap, or (pruning) the race bar on equal terms plus one-time costs."""
+        best = self.race_bar_usd()
         return allowance_usd(
             self.cfg.budget.trial_usd, None if best is None else best + self.one_time_usd(), self.cfg.prune
         )
@@ -239,7 +245,7 @@ class Planner:
                 self.closed = "training seeds exhausted: the next trial's seed would be a held-out seed"
                 self._tell_unrun(study, trial, params, self.closed, {"seed": 1.0})
                 return
-            allowance, best = self.allowance(), self.best_usd()
+            allowance, best = self.allowance(), self.race_bar_usd()
             trial_cfg = space.trial_config(
                 params,
                 self.cfg,
@@ -369,7 +375,7 @@ class Planner:
             return STOP, self.stopping
         if not self.cfg.prune or run.phase == "confirm":  # a confirmation trial measures the cost to target
             return CONTINUE, ""
-        return self.pruner.decide(run.rows, self.best_usd())
+        return self.pruner.decide(run.rows, self.race_bar_usd())
 
     def _check_budget(self) -> None:
         if not self.stopping and self.spent_usd() >= self.cfg.budget.usd:

@@ -127,6 +127,8 @@ def _validate(cfg: RunConfig) -> RunConfig:
         "workers.cpus_per_trial": cfg.workers.cpus_per_trial,
         "constraints.max_update_period_s": cfg.constraints.max_update_period_s,
     }
+    if cfg.race_slack < 1:
+        raise ConfigError(f"{where}: race_slack: must be >= 1 (1: race at the best known cost; got {cfg.race_slack})")
     for key, value in positive.items():
         if not value > 0:
             raise ConfigError(f"{where}: {key}: must be > 0 (got {value})")

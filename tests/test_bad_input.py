@@ -62,6 +62,7 @@ FILE_CASES = [
     (with_("knobs", "flags", {"fused_optimizer": ["yes"]}), "fused_optimizer"),
     ({**GOOD, "initial": [{"num_envs": 4096}]}, "initial[0].num_envs"),
     (with_("sampler", None, "cmaes"), "sampler"),
+    (with_("race_slack", None, 0.8), "race_slack"),
     (with_("workers", "num", -1), "workers.num"),
     (with_("budget", None, 5), "budget"),
     (with_("seeds", "training", "one"), "seeds.training"),

@@ -130,3 +130,30 @@ def test_a_ctrl_c_that_never_reached_the_loop_still_stops_and_bills(tmp_path: Pa
     assert len(ends) == 1
     (end,) = ends.values()
     assert end["state"] == "capped" and "Ctrl-C" in end["reason"] and end["billable_s"] > 0
+
+
+@pytest.mark.parametrize("slack", [1.0, 1.5])
+def test_race_slack_lets_a_trial_run_past_a_lucky_best_seed(tmp_path: Path, slack: float) -> None:
+    from tests.replay_table import write_seeded_table
+
+    table = write_seeded_table(tmp_path / "seeded.json", {(64, 8): {1: 10.0}, (128, 8): {2: 13.0}})
+    cfg = make_cfg(
+        tmp_path,
+        **{
+            "backend_options.table": str(table),
+            "knobs.num_steps_per_env": [8],
+            "initial": [{"num_envs": 64}, {"num_envs": 128}],
+            "budget.max_trials": 2,
+            "race_slack": slack,
+        },
+    )
+    p = planner(cfg, tmp_path / "run")
+    p.run()
+    ends = last_rows(p.rows)
+    # the second trial is raced against 10 s x the slack: 30% worse than the best seed is inside 1.5x, not 1x (at 1x
+    # its curve is pruned, or capped at 10 s)
+    assert ends[0]["state"] == "reached"
+    if slack == 1.0:
+        assert ends[1]["state"] in ("pruned", "capped") and ends[1]["billable_s"] <= 10.0, ends[1]
+    else:
+        assert ends[1]["state"] == "reached" and ends[1]["billable_s"] == pytest.approx(13.0), ends[1]

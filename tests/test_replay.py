@@ -188,3 +188,33 @@ def test_the_cost_planner_ends_on_a_correct_config_of_each_recorded_table(path: 
             bench.run_planner(str(path), bench.table_space(table), "planner-cost", seed, Args())
         )
         assert bench.usd_to_correct(trace, correct)[0] < float("inf"), trace[-1]
+
+
+def test_a_configs_later_seeds_replay_recordings_not_yet_replayed(tmp_path: Path) -> None:
+    costs = {(64, 8): {1: 10.0, 2: 20.0, 3: 30.0}, (128, 8): {1: 40.0, 2: 50.0, 3: 60.0}}
+    table = write_seeded_table(tmp_path / "t.json", costs)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    ledger = run_dir / "ledger.jsonl"
+
+    def run(trial: int, seed: int, envs: int = 64) -> float:
+        cfg = TrialConfig(
+            backend="replay",
+            profile="recorded",
+            num_envs=envs,
+            num_steps_per_env=8,
+            seed=seed,
+            cap_s=1e6,
+            backend_options={"table": str(table)},
+        )
+        final = replay_trial(cfg, lambda r: CONTINUE, trial=trial, price_usd_per_hour=3600.0, out_dir=run_dir)
+        with ledger.open("a") as f:
+            f.write(final.to_json() + "\n")
+        return final.billable_s
+
+    # a search seed, then confirmation rounds whose seeds step by the number of finalists (3 = the recordings here):
+    # seed % 3 alone would replay one recording three times
+    assert [run(0, 33), run(1, 36), run(2, 39)] == [10.0, 20.0, 30.0]
+    assert run(3, 42) == 10.0  # more seeds than recordings: from the start again
+    assert run(4, 36, envs=128) == 40.0  # another config's seeds do not count
+    assert run(5, 2, envs=128) == 50.0  # a seed recorded in the table replays its own recording while unused

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 from sweep.backends.base import Backend, Profile, TaskEnv
 from sweep.contract import Sink, TrialConfig, TrialParams, cap_reached, config_key, end_state, trial_params
 from sweep.errors import ConfigError
-from sweep.ledger import Row, TrialRows, one_time_s
+from sweep.ledger import Row, TrialRows, end_label, one_time_s, read_rows
 
 #: Seconds a recorded checkpoint may lie past a cap and still be the cap's own pass (float rounding of the cap,
 #: which the planner derives from a recorded cost: a repeat of the best config is capped at exactly its cost).
@@ -60,11 +61,30 @@ class ReplayBackend(Backend):
         return 0.02
 
 
-def pick_record(matches: list[dict], seed: int) -> dict:
+def pick_record(matches: list[dict], seed: int, earlier: Sequence[int] = ()) -> dict:
     """The recording a trial with training ``seed`` replays among a config's repeats: the one recorded with that
-    seed if there is one, else repeat ``seed % len(matches)`` (a table holds a few seeds; a study may ask for more)."""
-    exact = [t for t in matches if t.get("seed") == seed]
-    return exact[0] if exact else matches[seed % len(matches)]
+    seed if there is one, else repeat ``seed % len(matches)`` (a table holds a few seeds; a study may ask for more).
+    ``earlier``: the other seeds the study already ran this config on, in order; a new seed replays a recording
+    none of them replayed while there is one (the next after its own), so a config's seeds are distinct draws
+    as far as the table allows, whatever the step between the seeds the study hands out."""
+    used: list[int] = []
+    for s in [*dict.fromkeys(x for x in earlier if x != seed), seed]:
+        exact = [i for i, t in enumerate(matches) if t.get("seed") == s and i not in used]
+        start = s % len(matches)
+        free = [i for i in ((start + k) % len(matches) for k in range(len(matches))) if i not in used]
+        used.append(exact[0] if exact else free[0] if free else start)
+    return matches[used[-1]]
+
+
+def seeds_before(out_dir: str | Path | None, key: tuple, trial: int) -> list[int]:
+    """The training seeds the study in ``out_dir`` ran the config ``key`` on before trial ``trial``, in order (from
+    its ledger; none without one)."""
+    path = Path(out_dir) / "ledger.jsonl" if out_dir is not None else None
+    if path is None or not path.is_file():
+        return []
+    rows = read_rows(path)
+    ran = [r for r in rows if int(r["trial"]) < trial and end_label(r) != "not run"]
+    return list(dict.fromkeys(int(r["seed"]) for r in ran if config_key(r["params"]) == key))
 
 
 def replay_trial(
@@ -78,7 +98,8 @@ def replay_trial(
     out_dir: str | Path | None = None,
 ) -> Row:
     """The trial runner for recorded trials: emit the rows of the matching config, ending as a real trial would
-    (:func:`sweep.contract.end_state`, the per-trial cap). The seed picks among repeats (:func:`pick_record`)."""
+    (:func:`sweep.contract.end_state`, the per-trial cap). The seed, and the seeds the study in ``out_dir`` ran
+    the config on before, pick among repeats (:func:`pick_record`)."""
     options = dict(cfg.backend_options)
     if "table" not in options:
         raise ConfigError("backend_options.table: give the recorded table (a JSON file) to replay")
@@ -96,7 +117,7 @@ def replay_trial(
     matches = [t for t in table["trials"] if config_key(t["params"]) == config_key(params)]
     if not matches:
         return end({}, "failed", f"no recorded trial for {TrialParams.of(params)}")
-    record = pick_record(matches, cfg.seed)
+    record = pick_record(matches, cfg.seed, seeds_before(out_dir, config_key(params), trial))
     previous_s = 0.0
     for rec in record["curve"]:
         if time_scale > 0:
