@@ -6,8 +6,8 @@ low-fidelity estimate from its partial curve, its equal-terms spend scaled by ho
 was from the target (:func:`estimated_usd`). A Gaussian process over the knobs (ordinal knobs by their rank
 among the choices, flags as categories; length scales chosen by marginal likelihood on a small grid) predicts
 the log cost of every untried config, and the planner pays for the one with the highest expected improvement
-over the best cost per expected dollar of the trial itself (:func:`choose`): a trial is capped at the best known
-cost, so a config predicted to be cheap is also cheap to rule out.
+over the best cost per expected dollar of the trial itself (:func:`choose`): a trial is capped near the best known
+cost (``race_slack`` times it), so a config predicted to be cheap is also cheap to rule out.
 
 Numbers are USD on equal terms (one-time start-up and compilation left out), as the pruner and the ranking use.
 """
@@ -148,7 +148,8 @@ def choose(
     model = CostModel([encode(p, choices) for p, _ in evidence], [usd for _, usd in evidence])
     mu, sigma = model.predict([encode(p, choices) for p in candidates])
     best = math.log(best_usd) if best_usd else min(math.log(usd) for _, usd in evidence)
-    # what the trial itself costs: its predicted cost to target, at most the best (the race cap), plus one-time
+    # what the trial itself costs: its predicted cost to target, at most the best (the race cap, within its slack),
+    # plus one-time
     price = np.minimum(np.exp(mu), math.exp(best)) + one_time_usd
     score = expected_improvement(mu, sigma, best) / price
     return candidates[int(np.argmax(score))]

@@ -177,10 +177,10 @@ class RunConfig:
     from every trial's cost or partial curve), 'random' or 'grid'."""
     prune: bool = True
     """Stop trials that cannot beat the best known cost to target."""
-    race_slack: float = 1.0
+    race_slack: float = 1.5
     """With ``prune``, a search trial is capped and pruned at this many times the best known cost to target (>= 1).
     The best known cost is the luckiest seed so far, and one seed's cost varies up to 2x at a fixed config: at 1 a
-    lucky seed of a worse config can cap the best config's trial short of the target."""
+    lucky seed of a worse config caps the best config's trials short of the target (benchmarks/RESULTS.md 5e)."""
     checkpoints: str = "all"
     """Checkpoints kept in trials/NNNN/ when trials end: 'all' (every trial's latest, as before) or 'reached'
     (only trials that reached the target). A reached trial's checkpoint is never deleted."""

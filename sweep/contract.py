@@ -69,14 +69,14 @@ def ended_by_study(row: Mapping[str, Any]) -> bool:
 
 def cap_reached(cfg: TrialConfig, billable_s: float, phases_s: Mapping[str, float]) -> str | None:
     """Why a trial is past its cap (the end row's reason), or None while it may go on: the per-trial cap on
-    billable seconds, or the best known cost on equal terms (billable seconds less start-up and compilation)."""
+    billable seconds, or the race cap on equal terms (billable seconds less start-up and compilation)."""
     if billable_s >= cfg.cap_s:
         return capped_reason(cfg.cap_s)
     race_s = billable_s - one_time_s(phases_s)
     if cfg.race_cap_s is not None and race_s >= cfg.race_cap_s:
         return (
-            f"capped at the best known cost to target on equal terms ({cfg.race_cap_s:.1f} billable s past "
-            "start-up and compilation)"
+            f"capped at the best known cost to target on equal terms, times the race slack ({cfg.race_cap_s:.1f} "
+            "billable s past start-up and compilation)"
         )
     return None
 
@@ -123,8 +123,8 @@ class TrialConfig:
     cap_s: float = 600.0
     """Per-trial cap in billable seconds; the trial ends 'capped' past it."""
     race_cap_s: float | None = None
-    """Cap on billable seconds past start-up and compilation (the best known cost to target on equal terms, set by
-    the planner when it prunes); None: only ``cap_s``."""
+    """Cap on billable seconds past start-up and compilation (the best known cost to target on equal terms times
+    ``race_slack``, set by the planner when it prunes); None: only ``cap_s``."""
     mode: str = "sweep"
     """'sweep' (this runner, perf flags apply) or 'stock' (rsl-rl OnPolicyRunner.learn unchanged)."""
     device: str = "auto"
