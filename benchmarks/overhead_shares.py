@@ -42,6 +42,7 @@ def shares(run_dir: Path) -> dict[str, str]:
         "compile + start-up share": _pct(phase_s.get("compile", 0.0) + phase_s.get("startup", 0.0), billable),
         "all non-training share": _pct(billable - training, billable),
         "trials per USD": f"{len(ran) / s.total_usd:.1f}" if s.total_usd > 0 else "-",
+        "first trial's start-up s (its parts)": _startup(ends[0]) if ends else "-",
     }
     rec = s.recommendation
     if rec is None:
@@ -57,6 +58,13 @@ def shares(run_dir: Path) -> dict[str, str]:
         best = min(metrics(r)["race_usd_to_target"] for r in ends if r["state"] == "reached")
         out["cheapest single trial to target, equal terms"] = f"${best:.4f}"
     return out
+
+
+def _startup(row: dict) -> str:
+    """A trial's start-up seconds, with where they went where its rows say (``startup_parts_s``)."""
+    parts = row.get("startup_parts_s") or {}
+    detail = ", ".join(f"{name} {seconds:.1f}" for name, seconds in parts.items())
+    return f"{row['phases_s'].get('startup', 0.0):.1f}" + (f" ({detail})" if detail else "")
 
 
 def _pct(part: float, whole: float) -> str:
