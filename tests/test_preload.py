@@ -75,6 +75,8 @@ import logging, jax, torch
 from sweep import perf, preload
 from sweep.evaluation import panel_seeds
 from sweep.policy import MlpPolicy
+from sweep.backends.mjx_locomotion import MjxLocomotionEnv
+MjxLocomotionEnv.loop_platforms = ("cpu",)  # passes in the env's own loop, as on a GPU device
 perf.enable_compile_cache()
 plan = {{"backend": "mjx_locomotion", "profile": "cpu", "device": "cpu", "shapes": [[8, {{}}], [16, {{}}]],
         "at_once": 2, "panel": 16, "policy": {{"hidden": [8], "activation": "elu", "steps": 50}},
@@ -89,7 +91,6 @@ from sweep.backends import get_backend
 env = get_backend("mjx_locomotion").make_env(8, 3, "cpu", "cpu")
 env.warm_up()
 panel = get_backend("mjx_locomotion").make_env(16, 3, "cpu", "cpu")
-panel.policy_loop = True  # as on a GPU device
 layers = ((torch.randn(8, 50) * 0.1, torch.zeros(8)), (torch.randn(12, 8) * 0.1, torch.zeros(12)))
 policy = MlpPolicy(torch.zeros(50), torch.ones(50), 0.01, layers, "elu")
 assert panel.compile_policy_steps(policy.shape(50))

@@ -133,7 +133,8 @@ class Backend(ABC):
     ) -> None:
         """Compile, or load from the persistent cache, what an env of this shape would compile, without building an
         env, so that a later env of this shape in this process compiles nothing: a training env's step, or with
-        ``policy``, a held-out panel's policy loop (:meth:`TaskEnv.policy_steps`). Safe to call from a thread other
+        ``policy``, what a held-out panel's pass runs there (its policy loop, :meth:`TaskEnv.policy_steps`, where the
+        env has one on that device; else its step). Safe to call from a thread other
         than the trial's. The default does nothing."""
 
     def check_installed(self) -> None:  # noqa: B027 (optional hook: most backends need nothing)
