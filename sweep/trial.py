@@ -11,7 +11,10 @@ CLI: ``python -m sweep.trial num_envs=256 num_steps_per_env=24 profile=cpu price
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,17 +43,43 @@ def peak_memory_gib(device: str, env: Any) -> tuple[float | None, float | None]:
 
 @dataclass
 class Built:
-    """What a trial builds before it trains: the two envs, the held-out seeds and the learner."""
+    """What a trial builds before it trains: the training env, the held-out seeds and the learner; the panel's env
+    on first use (:attr:`eval_env`)."""
 
     device: str
     flags: dict[str, Any]
     env: Any
-    eval_env: Any
+    make_eval_env: Callable[[], Any]
     seeds: list[int]
     trainer: Any
     alg: Any
+    ahead: threading.Thread | None = None
+    """The thread compiling the training env's shape beside the trial's build (:func:`compile_ahead`)."""
     panel_compiled: bool = False
     """Whether what the held-out passes run is compiled (before the first pass: :func:`evaluate_once`)."""
+    _eval_env: Any = None
+
+    @property
+    def eval_env(self) -> Any:
+        """The held-out panel's env, built at the first pass (:func:`evaluate_once`), not before training: on a GPU
+        worker its shape is being loaded beside the trial (:mod:`sweep.preload`) until then."""
+        if self._eval_env is None:
+            self._eval_env = self.make_eval_env()
+        return self._eval_env
+
+
+def compile_ahead(backend: Any, num_envs: int, device: str, profile: str, knobs: dict[str, Any]) -> threading.Thread:
+    """Start compiling (or loading) the training env's shape in a thread (:meth:`Backend.preload`), so that its step
+    compiles while the trial builds the env's reset and the learner; the trial joins it before it trains. Its error,
+    if any, is raised again where the trial's own build meets it."""
+
+    def run() -> None:
+        with contextlib.suppress(Exception):
+            backend.preload(num_envs, device, profile, **knobs)
+
+    thread = threading.Thread(target=run, name="sweep-compile-ahead", daemon=True)
+    thread.start()
+    return thread
 
 
 def build(
@@ -61,8 +90,9 @@ def build(
     stack: ExitStack,
     parts: dict[str, float] | None = None,
 ) -> Built:
-    """The training and evaluation envs and the learner; each env is closed by ``stack`` however the trial ends.
-    ``parts`` (if given) gets the seconds of each step: backend (import and flags), env, eval_env, learner."""
+    """The training env and the learner, and how to build the panel's env; each env is closed by ``stack`` however
+    the trial ends. ``parts`` (if given) gets the seconds of each step: backend (import and flags), env, learner,
+    and eval_env once it is built."""
     parts = {} if parts is None else parts
     t = time.perf_counter()
 
@@ -79,16 +109,23 @@ def build(
     perf.apply_to_process(flags)  # before the first env: its reset compiles too, and must read the persistent cache
     knobs = perf.backend_knobs(flags, backend.knobs)
     knobs.update((k, v) for k, v in cfg.backend_options.items() if k in backend.knobs)
+    ahead = compile_ahead(backend, cfg.num_envs, device, cfg.profile, knobs)
+    stack.callback(ahead.join)  # however the trial ends, nothing of it outlives the trial
     lap("backend")
     env = backend.make_env(cfg.num_envs, cfg.seed, device, cfg.profile, **knobs)
     stack.callback(env.close)
     lap("env")
-    eval_env = backend.make_env(cfg.eval_episodes, cfg.seed, device, cfg.profile, **knobs)
-    stack.callback(eval_env.close)
-    lap("eval_env")
+
+    def make_eval_env() -> Any:
+        t0 = time.perf_counter()
+        eval_env = backend.make_env(cfg.eval_episodes, cfg.seed, device, cfg.profile, **knobs)
+        stack.callback(eval_env.close)
+        parts["eval_env"] = time.perf_counter() - t0
+        return eval_env
+
     trainer, alg = build_learner(cfg, env, device, flags, clock, out_dir, trial)
     lap("learner")
-    return Built(device, flags, env, eval_env, panel_seeds(cfg.eval_episodes), trainer, alg)
+    return Built(device, flags, env, make_eval_env, panel_seeds(cfg.eval_episodes), trainer, alg, ahead)
 
 
 class TrialLog:
@@ -151,6 +188,7 @@ def run_trial(
                 log.progress.update(device=describe_device(built.device), gpu=gpu_slot(built.device))
             clock.sync = device_sync(built.device, built.env)
             with clock.phase("compile"):  # the panel's compile waits for the first pass (see evaluate_once)
+                built.ahead.join()  # nothing of it runs beside the learner's CUDA-graph capture
                 built.env.warm_up()
                 perf.warm_up(built.alg, built.env, built.flags)
             return train(cfg, built, clock, log)
@@ -188,13 +226,16 @@ def train(cfg: TrialConfig, built: Built, clock: PhaseClock, log: TrialLog) -> R
 
 
 def evaluate_once(cfg: TrialConfig, built: Built, clock: PhaseClock) -> EvalResult:
-    """One held-out pass, billed to 'eval'; before the trial's first, what passes run is compiled, billed to
-    'compile'. Not before training: on a GPU worker the panel is being compiled beside the trial
-    (:mod:`sweep.preload`) while it trains, and is ready by its first pass, which comes after some training."""
+    """One held-out pass, billed to 'eval'; before the trial's first, the panel's env is built (billed to
+    'startup') and what passes run is compiled (billed to 'compile'). Not before training: on a GPU worker the
+    panel is being loaded beside the trial (:mod:`sweep.preload`) while it trains, and is ready by its first pass,
+    which comes after some training."""
     policy = built.alg.get_policy()
     if not built.panel_compiled:
+        with clock.phase("startup"):
+            eval_env = built.eval_env
         with clock.phase("compile"):
-            warm_up_panel(built.eval_env, policy)
+            warm_up_panel(eval_env, policy)
         built.panel_compiled = True
     with clock.phase("eval"):
         return evaluate(policy, built.eval_env, built.seeds, target=cfg.target)

@@ -81,6 +81,36 @@ def test_tiny_real_ppo_run_improves_return(tmp_path: Path) -> None:
     assert not meta["reached"]
 
 
+def test_the_training_step_compiles_beside_the_build_and_the_panel_env_waits_for_its_first_pass() -> None:
+    from contextlib import ExitStack
+
+    import jax
+
+    from sweep.ledger import PhaseClock
+    from sweep.trial import build
+
+    compiles: list[str] = []
+
+    def listen(event: str, seconds: float, **_: object) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        parts: dict[str, float] = {}
+        with ExitStack() as stack:  # a shape no other test builds: nothing of it is in this process yet
+            built = build(tiny(num_envs=6, eval_episodes=5), PhaseClock(), None, 0, stack, parts)
+            assert set(parts) == {"backend", "env", "learner"}  # no panel env before the first pass
+            built.ahead.join()
+            compiles.clear()
+            built.env.warm_up()
+            assert compiles == []  # the thread compiled the step while the env and the learner were built
+            assert built.eval_env.num_envs == 5 and built.eval_env is built.eval_env  # built once, on first use
+            assert set(parts) == {"backend", "env", "learner", "eval_env"}
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+
+
 def test_the_cap_is_checked_after_every_iteration_not_only_at_checkpoints(tmp_path: Path) -> None:
     # start-up alone passes a 10 ms cap: the trial stops after its first iteration, not at its checkpoint after 10
     final = run_trial(tiny(cap_s=0.01), lambda r: CONTINUE, out_dir=tmp_path)
