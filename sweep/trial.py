@@ -53,7 +53,7 @@ class Built:
     seeds: list[int]
     trainer: Any
     alg: Any
-    ahead: threading.Thread | None = None
+    ahead: threading.Thread
     """The thread compiling the training env's shape beside the trial's build (:func:`compile_ahead`)."""
     panel_compiled: bool = False
     """Whether what the held-out passes run is compiled (before the first pass: :func:`evaluate_once`)."""
