@@ -19,6 +19,8 @@ correct.
 ``--initial-from SPACE`` adds a strategy: the planner started on that space file's initial design (reduced to the
 table's knobs), as ``sweep.run`` starts on it. It measures the design and the search together.
 
+``--num-envs 2048,4096`` replays only those env counts' configs: the complete part of a table still being recorded.
+
 ``--confirm N`` gives the planner strategies a confirmation phase (N seeds per finalist, ``--confirm-top``
 candidates and ``--baseline`` ENVSxSTEPS, as recorded). A table with one recording per config replays the same
 curve for every seed: there the confirmation shows its cost, not the spread between seeds.
@@ -29,6 +31,7 @@ curve for every seed: there the confirmation shows its cost, not the spread betw
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import statistics
 import tempfile
@@ -46,6 +49,11 @@ from sweep.prices import resolve
 from sweep.summary import summarize
 
 PRICE = resolve("custom", usd_per_hour=3600.0)  # 1 billable second = $1: figures read as seconds too
+
+
+def subset(table: dict[str, Any], num_envs: set[int]) -> dict[str, Any]:
+    """The table's recordings of these env counts only: the complete part of a table still being recorded."""
+    return {**table, "trials": [t for t in table["trials"] if t["params"]["num_envs"] in num_envs]}
 
 
 def table_space(table: dict[str, Any]) -> dict[str, list]:
@@ -246,8 +254,15 @@ def main() -> None:
     parser.add_argument("--race-slack", type=float, default=None, help="the planner's race_slack (default: sweep's)")
     parser.add_argument("--confirm-top", type=int, default=2, help="candidates confirmed besides the baseline")
     parser.add_argument("--baseline", default="4096x24", help="the confirmation's baseline, ENVSxSTEPS as recorded")
+    parser.add_argument("--num-envs", default="", help="replay only these env counts, comma-separated (default: all)")
     args = parser.parse_args()
     table = load_table(args.table)
+    if args.num_envs:  # the replay backend reads the table from a file: the subset gets one for this run
+        table = subset(table, {int(n) for n in args.num_envs.split(",")})
+        scratch = tempfile.TemporaryDirectory()
+        args.table = str(Path(scratch.name) / Path(args.table).name)
+        Path(args.table).write_text(json.dumps(table))
+        print(f"replaying the table's configs of {args.num_envs} envs: {len(table['trials'])} recordings")
     args.baseline_params = baseline_params(table, args.baseline)
     if args.confirm > 1:
         print(f"planner strategies confirm on {args.confirm} seeds against {args.baseline_params}")
