@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +57,7 @@ class Built:
     """The thread compiling the training env's shape beside the trial's build (:func:`compile_ahead`)."""
     panel_compiled: bool = False
     """Whether what the held-out passes run is compiled (before the first pass: :func:`evaluate_once`)."""
-    _eval_env: Any = None
+    _eval_env: Any = field(default=None, init=False, repr=False)
 
     @property
     def eval_env(self) -> Any:
