@@ -56,6 +56,14 @@ def subset(table: dict[str, Any], num_envs: set[int]) -> dict[str, Any]:
     return {**table, "trials": [t for t in table["trials"] if t["params"]["num_envs"] in num_envs]}
 
 
+def env_counts(text: str) -> set[int]:
+    """``--num-envs``: comma-separated positive integers."""
+    counts = {int(n) for n in text.split(",")}
+    if min(counts) < 1:
+        raise ValueError(text)
+    return counts
+
+
 def table_space(table: dict[str, Any]) -> dict[str, list]:
     """Knob choices of a full-grid table (every combination must be recorded)."""
     trials = table["trials"]
@@ -254,15 +262,17 @@ def main() -> None:
     parser.add_argument("--race-slack", type=float, default=None, help="the planner's race_slack (default: sweep's)")
     parser.add_argument("--confirm-top", type=int, default=2, help="candidates confirmed besides the baseline")
     parser.add_argument("--baseline", default="4096x24", help="the confirmation's baseline, ENVSxSTEPS as recorded")
-    parser.add_argument("--num-envs", default="", help="replay only these env counts, comma-separated (default: all)")
+    parser.add_argument(
+        "--num-envs", type=env_counts, default=None, help="replay only these env counts, comma-separated (default: all)"
+    )
     args = parser.parse_args()
     table = load_table(args.table)
     if args.num_envs:  # the replay backend reads the table from a file: the subset gets one for this run
-        table = subset(table, {int(n) for n in args.num_envs.split(",")})
+        table = subset(table, args.num_envs)
         scratch = tempfile.TemporaryDirectory()
         args.table = str(Path(scratch.name) / Path(args.table).name)
         Path(args.table).write_text(json.dumps(table))
-        print(f"replaying the table's configs of {args.num_envs} envs: {len(table['trials'])} recordings")
+        print(f"replaying the table's configs of {sorted(args.num_envs)} envs: {len(table['trials'])} recordings")
     args.baseline_params = baseline_params(table, args.baseline)
     if args.confirm > 1:
         print(f"planner strategies confirm on {args.confirm} seeds against {args.baseline_params}")
