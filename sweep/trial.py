@@ -16,7 +16,8 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -57,15 +58,12 @@ class Built:
     """The thread compiling the training env's shape beside the trial's build (:func:`compile_ahead`)."""
     panel_compiled: bool = False
     """Whether what the held-out passes run is compiled (before the first pass: :func:`evaluate_once`)."""
-    _eval_env: Any = field(default=None, init=False, repr=False)
 
-    @property
+    @cached_property
     def eval_env(self) -> Any:
         """The held-out panel's env, built at the first pass (:func:`evaluate_once`), not before training: on a GPU
         worker its shape is being loaded beside the trial (:mod:`sweep.preload`) until then."""
-        if self._eval_env is None:
-            self._eval_env = self.make_eval_env()
-        return self._eval_env
+        return self.make_eval_env()
 
 
 def compile_ahead(backend: Any, num_envs: int, device: str, profile: str, knobs: dict[str, Any]) -> threading.Thread:

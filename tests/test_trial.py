@@ -8,13 +8,14 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
 from sweep.contract import CONTINUE
-from sweep.ledger import metrics, read_rows
-from sweep.trial import run_trial
+from sweep.ledger import PhaseClock, metrics, read_rows
+from sweep.trial import build, run_trial
 from tests.helpers import ROOT, run_module, tiny_trial
 
 
@@ -82,12 +83,7 @@ def test_tiny_real_ppo_run_improves_return(tmp_path: Path) -> None:
 
 
 def test_the_training_step_compiles_beside_the_build_and_the_panel_env_waits_for_its_first_pass() -> None:
-    from contextlib import ExitStack
-
     import jax
-
-    from sweep.ledger import PhaseClock
-    from sweep.trial import build
 
     compiles: list[str] = []
 

@@ -283,16 +283,16 @@ class MjxLocomotion(Backend):
         import jax
 
         shape = (PROFILES[profile], bool(knobs.get("buffer_donation", False)), _jax_device_for(device), num_envs)
-        if policy is None:  # the step first, the longest compile: beside a trial's env (sweep.trial.compile_ahead)
+        # what a pass runs on this device (MjxLocomotionEnv.policy_loop): the panel's loop, or else the step
+        loop = policy is not None and shape[2].platform in MjxLocomotionEnv.loop_platforms
+        if not loop:  # the step first, the longest compile: beside a trial's env build (sweep.trial.compile_ahead)
             mjx_compiled.compiled(*shape, "step")
         mjx_compiled.compiled(*shape, "reset")
         keys = [train_keys(0, num_envs)]  # and the env's key functions
         if policy is not None:
             keys.append(panel_keys([0] * num_envs))
-            if shape[2].platform in MjxLocomotionEnv.loop_platforms:
-                mjx_compiled.compiled_loop(*shape, policy)  # what a pass runs here (MjxLocomotionEnv.policy_loop)
-            else:
-                mjx_compiled.compiled(*shape, "step")
+        if loop:
+            mjx_compiled.compiled_loop(*shape, policy)
         jax.block_until_ready(jax.device_put(keys, shape[2]))
 
     def control_dt_s(self, profile: str) -> float:
