@@ -167,8 +167,9 @@ class Planner:
             self.ledger = ledger
             try:
                 while True:
-                    self._start_trials(study)
+                    # Rows first: a trial that just ended is told (and its cost known) before the next is chosen.
                     self._collect(study)
+                    self._start_trials(study)
                     self._check_budget()
                     self.progress(self.status())
                     self._heartbeat()
