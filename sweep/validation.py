@@ -129,6 +129,10 @@ def _validate(cfg: RunConfig) -> RunConfig:
     }
     if cfg.race_slack < 1:
         raise ConfigError(f"{where}: race_slack: must be >= 1 (1: race at the best known cost; got {cfg.race_slack})")
+    if cfg.intensify < 1:
+        raise ConfigError(
+            f"{where}: intensify: must be >= 1 (1: a config runs once in the search; got {cfg.intensify})"
+        )
     for key, value in positive.items():
         if not value > 0:
             raise ConfigError(f"{where}: {key}: must be > 0 (got {value})")

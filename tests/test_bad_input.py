@@ -63,6 +63,8 @@ FILE_CASES = [
     ({**GOOD, "initial": [{"num_envs": 4096}]}, "initial[0].num_envs"),
     (with_("sampler", None, "cmaes"), "sampler"),
     (with_("race_slack", None, 0.8), "race_slack"),
+    (with_("intensify", None, 0), "intensify"),
+    (with_("intensify", None, "two"), "intensify"),
     (with_("workers", "num", -1), "workers.num"),
     (with_("budget", None, 5), "budget"),
     (with_("seeds", "training", "one"), "seeds.training"),
