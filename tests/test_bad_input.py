@@ -65,6 +65,7 @@ FILE_CASES = [
     (with_("race_slack", None, 0.8), "race_slack"),
     (with_("intensify", None, 0), "intensify"),
     (with_("intensify", None, "two"), "intensify"),
+    ({**GOOD, "intensify": 3, "confirm": {"seeds": 3}}, "intensify"),
     (with_("workers", "num", -1), "workers.num"),
     (with_("budget", None, 5), "budget"),
     (with_("seeds", "training", "one"), "seeds.training"),
