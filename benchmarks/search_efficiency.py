@@ -25,6 +25,9 @@ table's knobs), as ``sweep.run`` starts on it. It measures the design and the se
 candidates and ``--baseline`` ENVSxSTEPS, as recorded). A table with one recording per config replays the same
 curve for every seed: there the confirmation shows its cost, not the spread between seeds.
 
+``--race-slack`` and ``--intensify`` set the planner's keys of the same names (random and grid search run each config
+once, unpruned).
+
     python benchmarks/search_efficiency.py benchmarks/data/cpu_grid.json --reps 20
 """
 
@@ -124,6 +127,7 @@ def run_planner(
 ) -> list[dict]:
     """One study with the real planner (``initial``: the design it starts on); returns its ledger rows."""
     flags = {k[len(FLAG_PREFIX) :]: v for k, v in space.items() if k.startswith(FLAG_PREFIX)}
+    ours = strategy.startswith("planner")  # random and grid search: each config once, no pruning
     data = {
         "backend": "replay",
         "profile": "recorded",
@@ -139,13 +143,14 @@ def run_planner(
         "budget": {"usd": args.budget, "trial_usd": args.trial_cap, "max_trials": args.max_trials},
         "constraints": {"max_update_period_s": 10.0},
         "seeds": {"sampler": seed, "training": seed},
-        "sampler": ("cost" if "cost" in strategy else "tpe") if strategy.startswith("planner") else strategy,
-        "prune": strategy.startswith("planner"),
+        "sampler": ("cost" if "cost" in strategy else "tpe") if ours else strategy,
+        "prune": ours,
         "race_slack": getattr(args, "race_slack", None) or config_mod.RunConfig.race_slack,
+        "intensify": (getattr(args, "intensify", None) or config_mod.RunConfig.intensify) if ours else 1,
         "initial": initial or [],
         "run_id": f"{strategy}-{seed}",
     }
-    if getattr(args, "confirm", 1) > 1 and strategy.startswith("planner"):  # callers without the option: none
+    if getattr(args, "confirm", 1) > 1 and ours:  # callers without the option: none
         data["confirm"] = {"seeds": args.confirm, "top": args.confirm_top, "baseline": args.baseline_params}
     cfg = validation.validate(config_mod.compose(data, {}, "search_efficiency", has_gpu=False))
     with tempfile.TemporaryDirectory() as tmp:
@@ -260,6 +265,7 @@ def main() -> None:
     parser.add_argument("--strategies", default="", help="comma-separated subset of the strategies to run")
     parser.add_argument("--confirm", type=int, default=1, help="seeds per finalist in a confirmation (1: none)")
     parser.add_argument("--race-slack", type=float, default=None, help="the planner's race_slack (default: sweep's)")
+    parser.add_argument("--intensify", type=int, default=None, help="the planner's intensify (default: sweep's)")
     parser.add_argument("--confirm-top", type=int, default=2, help="candidates confirmed besides the baseline")
     parser.add_argument("--baseline", default="4096x24", help="the confirmation's baseline, ENVSxSTEPS as recorded")
     parser.add_argument(

@@ -181,6 +181,10 @@ class RunConfig:
     """With ``prune``, a search trial is capped and pruned at this many times the best known cost to target (>= 1).
     The best known cost is the luckiest seed so far, and one seed's cost varies up to 2x at a fixed config: at 1 a
     lucky seed of a worse config caps the best config's trials short of the target (benchmarks/RESULTS.md 5e)."""
+    intensify: int = 1
+    """Search trials a config runs, each on a new training seed, once it leads the search (the lowest mean cost to
+    target on equal terms) before the search tries further configs (>= 1; 1: every config once). The race bar is
+    then the leader's mean cost, not one lucky seed's (benchmarks/RESULTS.md 5f)."""
     checkpoints: str = "all"
     """Checkpoints kept in trials/NNNN/ when trials end: 'all' (every trial's latest, as before) or 'reached'
     (only trials that reached the target). A reached trial's checkpoint is never deleted."""

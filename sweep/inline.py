@@ -24,10 +24,13 @@ class InlinePool:
         self.lock = threading.Lock()
         self.answers: dict[tuple[int, int], tuple[threading.Event, list[str]]] = {}
         self.threads: dict[int, threading.Thread] = {}
+        self.busy: set[int] = set()
+        """Trials holding a slot: freed when their rows are drained after the thread ended, as the Ray pool frees
+        an actor when the driver collects its result (a trial's end row is read with its slot's release)."""
         self.arrived = threading.Event()
 
     def idle(self) -> int:
-        return self.size - sum(t.is_alive() for t in self.threads.values())
+        return self.size - len(self.busy)
 
     def submit(self, trial: int, cfg: TrialConfig, run_id: str, price: Any, out_dir: str) -> str:
         def sink(row: Any) -> str:
@@ -51,16 +54,20 @@ class InlinePool:
                 "trial": trial,
                 "price_usd_per_hour": price.usd_per_hour,
                 "price_label": price.label,
+                "out_dir": out_dir,  # the replay reads the study's ledger: a config's next seed is a new recording
             },
             daemon=True,
         )
         self.threads[trial] = thread
+        self.busy.add(trial)
         thread.start()
         return "inline"
 
     def drain_rows(self) -> list[dict]:
+        ended = {t for t in self.busy if not self.threads[t].is_alive()}  # before the rows: theirs are all sent
         with self.lock:
             rows, self.rows = self.rows, []
+        self.busy -= ended
         return rows
 
     def wait_rows(self, timeout_s: float) -> None:

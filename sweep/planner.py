@@ -5,7 +5,9 @@ budget reservations come from :mod:`sweep.scheduler`; the study budget counts ev
 the sampler proposes again while others remain untried is not paid for twice: it is told PRUNED at
 no cost, like a config that breaks a constraint; after :data:`MAX_REPEATS` such proposals in a row the planner
 queues an untried feasible config itself (in an order shuffled by the sampler seed), so a sampler stuck on what
-it has seen never makes the search pay for a repeat while a config is still unmeasured.
+it has seen never makes the search pay for a repeat while a config is still unmeasured. With ``intensify`` > 1 the
+config that leads the search (the lowest mean cost to target on equal terms) runs again on new training seeds until
+it has that many search trials, before further configs; search trials race against the leader's mean cost.
 
 How each trial's end is told to Optuna, so that none is lost to the sampler: :mod:`sweep.study_store`.
 
@@ -27,8 +29,9 @@ from typing import Any
 
 from sweep import acquisition, checkpoints, confirm, space, study_store
 from sweep.config import RunConfig
-from sweep.contract import CONTINUE, PRUNE, STOP, TrialPool, config_key, trial_params
+from sweep.contract import CONTINUE, PRUNE, STOP, TrialParams, TrialPool, config_key, trial_params
 from sweep.evaluation import EVAL_SEED_BASE
+from sweep.evidence import ConfigStat, config_identity, config_stats
 from sweep.ledger import LedgerWriter, end_label, last_rows, metrics, read_rows
 from sweep.prices import Price
 from sweep.scheduler import CostPruner, allowance_usd, can_start, confirm_allowance_usd, reserve_usd
@@ -116,11 +119,17 @@ class Planner:
         reached = [metrics(r)["race_usd_to_target"] for r in last_rows(self.rows).values() if r["state"] == "reached"]
         return min(reached) if reached else None
 
+    def leader(self) -> ConfigStat | None:
+        """The config that leads the search: the best of :func:`sweep.evidence.config_stats` over the search's rows
+        that reached the target (the lowest mean cost on equal terms over its seeds); None before one reaches."""
+        search = [r for r in self.rows if r.get("phase", "search") == "search"]
+        return next((c for c in config_stats(search) if c.n_reached > 0), None)
+
     def race_bar_usd(self) -> float | None:
-        """What a search trial is raced against: the best known cost to target times ``race_slack`` (its cap and
-        the pruner's bar)."""
-        best = self.best_usd()
-        return None if best is None else best * self.cfg.race_slack
+        """What a search trial is raced against: the leader's mean cost to target on equal terms times
+        ``race_slack`` (its cap and the pruner's bar). With one seed per config, the best known cost."""
+        lead = self.leader()
+        return None if lead is None or lead.race_mean is None else lead.race_mean * self.cfg.race_slack
 
     def one_time_usd(self) -> float:
         """The most a trial of this study has paid for start-up and compilation (reserved on top of the best)."""
@@ -167,8 +176,9 @@ class Planner:
             self.ledger = ledger
             try:
                 while True:
-                    self._start_trials(study)
+                    # Rows first: a trial that just ended is told (and its cost known) before the next is chosen.
                     self._collect(study)
+                    self._start_trials(study)
                     self._check_budget()
                     self.progress(self.status())
                     self._heartbeat()
@@ -219,7 +229,7 @@ class Planner:
         if started >= self.cfg.budget.max_trials:
             self.closed = f"trial limit ({self.cfg.budget.max_trials}) reached"
             return False
-        if len(self.tried) >= self.feasible:
+        if len(self.tried) >= self.feasible and self._leader_due() is None:
             self.closed = f"every feasible config tried ({self.feasible})"
             return False
         allowance = self.allowance()
@@ -237,27 +247,19 @@ class Planner:
             return
         repeats = 0
         while self.pool.idle() > 0 and self._may_start(study):
+            leader = self._leader_due()
+            if leader is not None:
+                if not self._intensify(study, leader):
+                    return
+                continue
             if self.cfg.sampler == "cost":
                 self._queue_cheapest_bet(study)
             trial = study.ask()
             params = space.suggest(trial, self.cfg)
-            if self.cfg.seeds.training + trial.number >= EVAL_SEED_BASE:  # never train on a held-out seed
-                self.closed = "training seeds exhausted: the next trial's seed would be a held-out seed"
-                self._tell_unrun(study, trial, params, self.closed, {"seed": 1.0})
+            if self._seeds_exhausted(study, trial, params):
                 return
-            allowance, best = self.allowance(), self.race_bar_usd()
-            trial_cfg = space.trial_config(
-                params,
-                self.cfg,
-                self.profile,
-                self.cfg.seeds.training + trial.number,
-                self.cfg.budget.trial_usd * 3600.0 / self.price.usd_per_hour,
-                race_cap_s=best * 3600.0 / self.price.usd_per_hour if self.cfg.prune and best is not None else None,
-            )
+            allowance, trial_cfg = self.allowance(), self._search_config(params, trial.number)
             knobs = trial_params(trial_cfg)
-            trial_cfg.baseline = self.baseline_params is not None and config_key(knobs) == config_key(
-                self.baseline_params
-            )
             found = space.violations(params, self.cfg, self.control_dt_s, self.price.memory_gib)
             if any(v > 0 for v in found.values()):
                 self._tell_unrun(study, trial, knobs, space.infeasible_reason(found), found, asdict(trial_cfg))
@@ -279,6 +281,56 @@ class Planner:
                 continue
             self.tried.add(key)
             self._dispatch(trial, trial_cfg, allowance)
+
+    def _search_config(self, params: dict[str, Any], number: int) -> Any:
+        """The TrialConfig of search trial ``number``: its training seed from the trial counter, the per-trial cap,
+        raced at :meth:`race_bar_usd` when pruning."""
+        bar = self.race_bar_usd()
+        trial_cfg = space.trial_config(
+            params,
+            self.cfg,
+            self.profile,
+            self.cfg.seeds.training + number,
+            self.cfg.budget.trial_usd * 3600.0 / self.price.usd_per_hour,
+            race_cap_s=bar * 3600.0 / self.price.usd_per_hour if self.cfg.prune and bar is not None else None,
+        )
+        base = self.baseline_params
+        trial_cfg.baseline = base is not None and config_key(trial_params(trial_cfg)) == config_key(base)
+        return trial_cfg
+
+    def _seeds_exhausted(self, study: Any, trial: Any, params: dict[str, Any]) -> bool:
+        """Never train on a held-out seed: when trial ``trial``'s seed would be one, it is told without running and
+        the search closes."""
+        if self.cfg.seeds.training + trial.number < EVAL_SEED_BASE:
+            return False
+        self.closed = "training seeds exhausted: the next trial's seed would be a held-out seed"
+        self._tell_unrun(study, trial, params, self.closed, {"seed": 1.0})
+        return True
+
+    def _leader_due(self) -> ConfigStat | None:
+        """The leader while it has run fewer than ``intensify`` search trials and none of it is running."""
+        if self.cfg.intensify <= 1:
+            return None
+        lead = self.leader()
+        if lead is None or len(lead.trials) >= self.cfg.intensify:
+            return None
+        if any(config_identity(run.params) == lead.key for run in self.running.values()):
+            return None
+        return lead
+
+    def _intensify(self, study: Any, leader: ConfigStat) -> bool:
+        """Run the leader once more on the next training seed: a search trial raced like any other, an Optuna trial
+        with no sampled params (the sampler is not asked). False when the seeds are exhausted (the search closes)."""
+        import optuna
+
+        # Not study.ask(): it would hand out a trial still waiting in the queue (a grid point, an initial entry).
+        trial = optuna.trial.Trial(study, study._storage.create_new_trial(study._study_id))
+        params = TrialParams.of(leader.params).as_dict()
+        if self._seeds_exhausted(study, trial, params):
+            return False
+        trial.set_user_attr("intensify_of", leader.trials[0])
+        self._dispatch(trial, self._search_config(params, trial.number), self.allowance())
+        return True
 
     def _untried_points(self, salt: int) -> list[dict[str, Any]]:
         return space.untried_points(self.cfg, self.tried, self.profile, self.control_dt_s, self.price.memory_gib, salt)

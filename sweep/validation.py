@@ -75,6 +75,12 @@ def _validate_confirm(cfg: RunConfig) -> None:
         raise ConfigError(f"{where}: confirm.budget_share: must be in [0, 1) (got {c.budget_share})")
     if c.race_factor < 1:
         raise ConfigError(f"{where}: confirm.race_factor: must be >= 1 (got {c.race_factor})")
+    if cfg.intensify >= c.seeds:
+        # a finalist the search already ran on every seed would get no confirmation trial, and rank as unconfirmed
+        raise ConfigError(
+            f"{where}: intensify: {cfg.intensify} search seeds for the leader leave the confirmation nothing to add "
+            f"(confirm.seeds {c.seeds}); set intensify below confirm.seeds, or confirm.seeds=1"
+        )
     if cfg.budget.usd * c.budget_share < cfg.budget.trial_usd * RESERVE_MARGIN and c.budget_share > 0:
         raise ConfigError(
             f"{where}: confirm.budget_share: {c.budget_share:g} of budget.usd keeps "
@@ -129,6 +135,10 @@ def _validate(cfg: RunConfig) -> RunConfig:
     }
     if cfg.race_slack < 1:
         raise ConfigError(f"{where}: race_slack: must be >= 1 (1: race at the best known cost; got {cfg.race_slack})")
+    if cfg.intensify < 1:
+        raise ConfigError(
+            f"{where}: intensify: must be >= 1 (1: a config runs once in the search; got {cfg.intensify})"
+        )
     for key, value in positive.items():
         if not value > 0:
             raise ConfigError(f"{where}: {key}: must be > 0 (got {value})")

@@ -157,3 +157,61 @@ def test_race_slack_lets_a_trial_run_past_a_lucky_best_seed(tmp_path: Path, slac
         assert ends[1]["state"] in ("pruned", "capped") and ends[1]["billable_s"] <= 10.0, ends[1]
     else:
         assert ends[1]["state"] == "reached" and ends[1]["billable_s"] == pytest.approx(13.0), ends[1]
+
+
+def test_a_finalists_confirmation_seeds_replay_recordings_its_search_seed_did_not(tmp_path: Path) -> None:
+    from tests.replay_table import write_seeded_table
+
+    costs = {(64, 8): {1: 20.0, 7: 10.0, 8: 10.0}, (128, 8): {2: 30.0, 4: 30.0}}
+    table = write_seeded_table(tmp_path / "seeded.json", costs)
+    cfg = make_cfg(
+        tmp_path,
+        **{
+            "backend_options.table": str(table),
+            "knobs.num_steps_per_env": [8],
+            "initial": [{"num_envs": 64}, {"num_envs": 128}],
+            "budget.max_trials": 2,
+            "prune": False,
+            "confirm": {"seeds": 2, "top": 1, "baseline": {"num_envs": 128, "num_steps_per_env": 8}},
+        },
+    )
+    p = planner(cfg, tmp_path / "run")
+    p.run()
+    ends = last_rows(p.rows).values()
+    runs = [(r["phase"], r["seed"], r["billable_s"]) for r in ends if r["params"]["num_envs"] == 64]
+    # the replay reads the study's ledger (the pool passes the run folder): the finalist's confirmation seed (3)
+    # replays a recording its search seed (1) did not; without the ledger 3 % 3 would replay seed 1's again
+    assert [(phase, s) for phase, _, s in runs] == [("search", 20.0), ("confirm", 10.0)], runs
+
+
+@pytest.mark.parametrize(("intensify", "sampler"), [(1, "random"), (2, "random"), (2, "tpe"), (2, "cost")])
+def test_intensify_runs_a_new_leader_again_before_the_search_goes_on(
+    tmp_path: Path, intensify: int, sampler: str
+) -> None:
+    from tests.replay_table import write_seeded_table
+
+    table = write_seeded_table(tmp_path / "seeded.json", {(64, 8): {1: 10.0, 3: 30.0}, (128, 8): {2: 13.0, 4: 14.0}})
+    cfg = make_cfg(
+        tmp_path,
+        **{
+            "backend_options.table": str(table),
+            "knobs.num_steps_per_env": [8],
+            "initial": [{"num_envs": 64}, {"num_envs": 128}],
+            "budget.max_trials": 4,
+            "prune": False,
+            "intensify": intensify,
+            "sampler": sampler,
+        },
+    )
+    p = planner(cfg, tmp_path / "run")
+    p.run()
+    runs = [(r["params"]["num_envs"], r["seed"], r["billable_s"]) for r in last_rows(p.rows).values()]
+    if intensify == 1:  # each config once, then every feasible config has been tried
+        assert runs == [(64, 1, 10.0), (128, 2, 13.0)] and p.closed == "every feasible config tried (2)"
+        return
+    # 64 leads and runs again (a 30 s seed: mean 20) before the queued 128 (trial 1, seed 2); 128 then leads at 13
+    # and runs again before the search ends (the initial design's trials were numbered when queued)
+    assert runs == [(64, 1, 10.0), (64, 3, 30.0), (128, 2, 13.0), (128, 4, 14.0)], runs
+    assert p.leader().params["num_envs"] == 128 and p.race_bar_usd() == pytest.approx(13.5 * cfg.race_slack)
+    study = study_store.open_study(cfg, tmp_path / "run")
+    assert [t.user_attrs.get("intensify_of") for t in study.trials] == [None, None, 0, 1]

@@ -239,10 +239,10 @@ def test_the_race_slack_keeps_a_lucky_seed_from_capping_the_best_configs_of_the_
         race_slack = 1.0
 
     def usd_to_correct() -> float:
-        rows = bench.run_planner(str(path), bench.table_space(table), "planner-cost", 0, Args())
+        rows = bench.run_planner(str(path), bench.table_space(table), "planner-cost", 6, Args())
         return bench.usd_to_correct(bench.planner_trace(rows), correct)[0]
 
-    # sampler seed 0 (RESULTS 5e): at 1x a lucky seed of 4096 x 8 caps every correct config short of the target
+    # sampler seed 6: at 1x a lucky seed of 4096 x 8 (23.3 s to target) caps every correct config short of the target
     assert usd_to_correct() == float("inf")
     Args.race_slack = 1.5
     assert usd_to_correct() < float("inf")
