@@ -229,7 +229,7 @@ class Planner:
         if started >= self.cfg.budget.max_trials:
             self.closed = f"trial limit ({self.cfg.budget.max_trials}) reached"
             return False
-        if len(self.tried) >= self.feasible and self._leader_due() is None:
+        if len(self.tried) >= self.feasible and self._leader_due(study) is None:
             self.closed = f"every feasible config tried ({self.feasible})"
             return False
         allowance = self.allowance()
@@ -247,7 +247,7 @@ class Planner:
             return
         repeats = 0
         while self.pool.idle() > 0 and self._may_start(study):
-            leader = self._leader_due()
+            leader = self._leader_due(study)
             if leader is not None:
                 if not self._intensify(study, leader):
                     return
@@ -307,12 +307,20 @@ class Planner:
         self._tell_unrun(study, trial, params, self.closed, {"seed": 1.0})
         return True
 
-    def _leader_due(self) -> ConfigStat | None:
-        """The leader while it has run fewer than ``intensify`` search trials and none of it is running."""
+    def _leader_due(self, study: Any) -> ConfigStat | None:
+        """The leader while it has run fewer than ``intensify`` search trials and none of it is running; none while
+        the initial design still waits in the queue (it runs first), and never the baseline when a confirmation will
+        run it on its seeds anyway."""
+        import optuna
+
         if self.cfg.intensify <= 1:
             return None
         lead = self.leader()
         if lead is None or len(lead.trials) >= self.cfg.intensify:
+            return None
+        if lead.baseline and self.cfg.confirm.enabled:
+            return None
+        if study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
             return None
         if any(config_identity(run.params) == lead.key for run in self.running.values()):
             return None

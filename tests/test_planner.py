@@ -209,9 +209,32 @@ def test_intensify_runs_a_new_leader_again_before_the_search_goes_on(
     if intensify == 1:  # each config once, then every feasible config has been tried
         assert runs == [(64, 1, 10.0), (128, 2, 13.0)] and p.closed == "every feasible config tried (2)"
         return
-    # 64 leads and runs again (a 30 s seed: mean 20) before the queued 128 (trial 1, seed 2); 128 then leads at 13
-    # and runs again before the search ends (the initial design's trials were numbered when queued)
-    assert runs == [(64, 1, 10.0), (64, 3, 30.0), (128, 2, 13.0), (128, 4, 14.0)], runs
+    # the initial design runs first; then 64 leads and runs again (a 30 s seed: mean 20), and 128 leads at 13 and runs
+    # again before the search ends (the design's trials were numbered when queued)
+    assert runs == [(64, 1, 10.0), (128, 2, 13.0), (64, 3, 30.0), (128, 4, 14.0)], runs
     assert p.leader().params["num_envs"] == 128 and p.race_bar_usd() == pytest.approx(13.5 * cfg.race_slack)
     study = study_store.open_study(cfg, tmp_path / "run")
     assert [t.user_attrs.get("intensify_of") for t in study.trials] == [None, None, 0, 1]
+
+
+def test_intensify_leaves_the_baseline_to_the_confirmation(tmp_path: Path) -> None:
+    from tests.replay_table import write_seeded_table
+
+    table = write_seeded_table(tmp_path / "seeded.json", {(64, 8): {1: 10.0, 3: 30.0}, (128, 8): {2: 13.0, 4: 14.0}})
+    cfg = make_cfg(
+        tmp_path,
+        **{
+            "backend_options.table": str(table),
+            "knobs.num_steps_per_env": [8],
+            "initial": [{"num_envs": 64}, {"num_envs": 128}],
+            "budget.max_trials": 4,
+            "prune": False,
+            "intensify": 2,
+            "confirm": {"seeds": 3, "top": 1, "baseline": {"num_envs": 64, "num_steps_per_env": 8}},
+        },
+    )
+    p = planner(cfg, tmp_path / "run")
+    p.run()
+    search = [(r["params"]["num_envs"], r["seed"]) for r in last_rows(p.rows).values() if r["phase"] == "search"]
+    # 64, the baseline, leads the search but is not run again there: the confirmation gives it its seeds
+    assert search == [(64, 1), (128, 2)] and p.leader().baseline, search
