@@ -15,7 +15,7 @@ from sweep.inline import InlinePool
 from sweep.ledger import LedgerWriter, Row, last_rows, read_rows
 from sweep.planner import Planner
 from sweep.prices import resolve
-from tests.replay_table import write_table
+from tests.replay_table import write_seeded_table, write_table
 
 PRICE = resolve("custom", usd_per_hour=3600.0)  # $1 per billable second
 
@@ -40,6 +40,18 @@ def make_cfg(tmp_path: Path, **over) -> config.RunConfig:
         "run_id": "t",
     }
     return validation.validate(config.compose(data, over, "test", has_gpu=False))
+
+
+def seeded_cfg(tmp_path: Path, costs: dict[tuple[int, int], dict[int, float]], **over) -> config.RunConfig:
+    """make_cfg over a table of known per-seed costs (``costs[(envs, steps)][seed]``, seconds to the target),
+    8-step configs, the initial design 64 then 128 envs."""
+    table = write_seeded_table(tmp_path / "seeded.json", costs)
+    design = {"knobs.num_steps_per_env": [8], "initial": [{"num_envs": 64}, {"num_envs": 128}]}
+    return make_cfg(tmp_path, **{"backend_options.table": str(table), **design, **over})
+
+
+#: Two configs, two recorded seeds each: 64 envs is lucky on its first seed (10 s, then 30 s), 128 steady (13, 14 s).
+LUCKY_FIRST = {(64, 8): {1: 10.0, 3: 30.0}, (128, 8): {2: 13.0, 4: 14.0}}
 
 
 def planner(cfg: config.RunConfig, run_dir: Path, pool=None) -> Planner:
@@ -134,18 +146,8 @@ def test_a_ctrl_c_that_never_reached_the_loop_still_stops_and_bills(tmp_path: Pa
 
 @pytest.mark.parametrize("slack", [1.0, 1.5])
 def test_race_slack_lets_a_trial_run_past_a_lucky_best_seed(tmp_path: Path, slack: float) -> None:
-    from tests.replay_table import write_seeded_table
-
-    table = write_seeded_table(tmp_path / "seeded.json", {(64, 8): {1: 10.0}, (128, 8): {2: 13.0}})
-    cfg = make_cfg(
-        tmp_path,
-        **{
-            "backend_options.table": str(table),
-            "knobs.num_steps_per_env": [8],
-            "initial": [{"num_envs": 64}, {"num_envs": 128}],
-            "budget.max_trials": 2,
-            "race_slack": slack,
-        },
+    cfg = seeded_cfg(
+        tmp_path, {(64, 8): {1: 10.0}, (128, 8): {2: 13.0}}, **{"budget.max_trials": 2, "race_slack": slack}
     )
     p = planner(cfg, tmp_path / "run")
     p.run()
@@ -160,21 +162,9 @@ def test_race_slack_lets_a_trial_run_past_a_lucky_best_seed(tmp_path: Path, slac
 
 
 def test_a_finalists_confirmation_seeds_replay_recordings_its_search_seed_did_not(tmp_path: Path) -> None:
-    from tests.replay_table import write_seeded_table
-
     costs = {(64, 8): {1: 20.0, 7: 10.0, 8: 10.0}, (128, 8): {2: 30.0, 4: 30.0}}
-    table = write_seeded_table(tmp_path / "seeded.json", costs)
-    cfg = make_cfg(
-        tmp_path,
-        **{
-            "backend_options.table": str(table),
-            "knobs.num_steps_per_env": [8],
-            "initial": [{"num_envs": 64}, {"num_envs": 128}],
-            "budget.max_trials": 2,
-            "prune": False,
-            "confirm": {"seeds": 2, "top": 1, "baseline": {"num_envs": 128, "num_steps_per_env": 8}},
-        },
-    )
+    confirm = {"seeds": 2, "top": 1, "baseline": {"num_envs": 128, "num_steps_per_env": 8}}
+    cfg = seeded_cfg(tmp_path, costs, **{"budget.max_trials": 2, "prune": False, "confirm": confirm})
     p = planner(cfg, tmp_path / "run")
     p.run()
     ends = last_rows(p.rows).values()
@@ -188,21 +178,8 @@ def test_a_finalists_confirmation_seeds_replay_recordings_its_search_seed_did_no
 def test_intensify_runs_a_new_leader_again_before_the_search_goes_on(
     tmp_path: Path, intensify: int, sampler: str
 ) -> None:
-    from tests.replay_table import write_seeded_table
-
-    table = write_seeded_table(tmp_path / "seeded.json", {(64, 8): {1: 10.0, 3: 30.0}, (128, 8): {2: 13.0, 4: 14.0}})
-    cfg = make_cfg(
-        tmp_path,
-        **{
-            "backend_options.table": str(table),
-            "knobs.num_steps_per_env": [8],
-            "initial": [{"num_envs": 64}, {"num_envs": 128}],
-            "budget.max_trials": 4,
-            "prune": False,
-            "intensify": intensify,
-            "sampler": sampler,
-        },
-    )
+    over = {"budget.max_trials": 4, "prune": False, "intensify": intensify, "sampler": sampler}
+    cfg = seeded_cfg(tmp_path, LUCKY_FIRST, **over)
     p = planner(cfg, tmp_path / "run")
     p.run()
     runs = [(r["params"]["num_envs"], r["seed"], r["billable_s"]) for r in last_rows(p.rows).values()]
@@ -218,20 +195,9 @@ def test_intensify_runs_a_new_leader_again_before_the_search_goes_on(
 
 
 def test_intensify_leaves_the_baseline_to_the_confirmation(tmp_path: Path) -> None:
-    from tests.replay_table import write_seeded_table
-
-    table = write_seeded_table(tmp_path / "seeded.json", {(64, 8): {1: 10.0, 3: 30.0}, (128, 8): {2: 13.0, 4: 14.0}})
-    cfg = make_cfg(
-        tmp_path,
-        **{
-            "backend_options.table": str(table),
-            "knobs.num_steps_per_env": [8],
-            "initial": [{"num_envs": 64}, {"num_envs": 128}],
-            "budget.max_trials": 4,
-            "prune": False,
-            "intensify": 2,
-            "confirm": {"seeds": 3, "top": 1, "baseline": {"num_envs": 64, "num_steps_per_env": 8}},
-        },
+    confirm = {"seeds": 3, "top": 1, "baseline": {"num_envs": 64, "num_steps_per_env": 8}}
+    cfg = seeded_cfg(
+        tmp_path, LUCKY_FIRST, **{"budget.max_trials": 4, "prune": False, "intensify": 2, "confirm": confirm}
     )
     p = planner(cfg, tmp_path / "run")
     p.run()
