@@ -178,9 +178,10 @@ class RunConfig:
     prune: bool = True
     """Stop trials that cannot beat the best known cost to target."""
     race_slack: float = 1.5
-    """With ``prune``, a search trial is capped and pruned at this many times the best known cost to target (>= 1).
-    The best known cost is the luckiest seed so far, and one seed's cost varies up to 2x at a fixed config: at 1 a
-    lucky seed of a worse config caps the best config's trials short of the target (benchmarks/RESULTS.md 5e)."""
+    """With ``prune``, a search trial is capped and pruned at this many times the leader's mean cost to target on
+    equal terms (>= 1); while each config has one seed, the best known cost, the luckiest seed so far. One seed's cost
+    varies up to 2x at a fixed config: at 1 a lucky seed of a worse config caps the best config's trials short of the
+    target (benchmarks/RESULTS.md 5e)."""
     intensify: int = 1
     """Search trials a config runs, each on a new training seed, once it leads the search (the lowest mean cost to
     target on equal terms) before the search tries further configs (>= 1; 1: every config once). The race bar is
