@@ -27,11 +27,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sweep import acquisition, checkpoints, confirm, space, study_store
+from sweep import acquisition, checkpoints, confirm, leader, space, study_store
 from sweep.config import RunConfig
 from sweep.contract import CONTINUE, PRUNE, STOP, TrialParams, TrialPool, config_key, trial_params
 from sweep.evaluation import EVAL_SEED_BASE
-from sweep.evidence import ConfigStat, config_identity, config_stats
+from sweep.evidence import ConfigStat, config_identity
 from sweep.ledger import LedgerWriter, end_label, last_rows, metrics, read_rows
 from sweep.prices import Price
 from sweep.scheduler import CostPruner, allowance_usd, can_start, confirm_allowance_usd, reserve_usd
@@ -119,17 +119,9 @@ class Planner:
         reached = [metrics(r)["race_usd_to_target"] for r in last_rows(self.rows).values() if r["state"] == "reached"]
         return min(reached) if reached else None
 
-    def leader(self) -> ConfigStat | None:
-        """The config that leads the search: the best of :func:`sweep.evidence.config_stats` over the search's rows
-        that reached the target (the lowest mean cost on equal terms over its seeds); None before one reaches."""
-        search = [r for r in self.rows if r.get("phase", "search") == "search"]
-        return next((c for c in config_stats(search) if c.n_reached > 0), None)
-
     def race_bar_usd(self) -> float | None:
-        """What a search trial is raced against: the leader's mean cost to target on equal terms times
-        ``race_slack`` (its cap and the pruner's bar). With one seed per config, the best known cost."""
-        lead = self.leader()
-        return None if lead is None or lead.race_mean is None else lead.race_mean * self.cfg.race_slack
+        """What a search trial is raced against (its cap and the pruner's bar): :func:`sweep.leader.race_bar_usd`."""
+        return leader.race_bar_usd(self.rows, self.cfg.race_slack)
 
     def one_time_usd(self) -> float:
         """The most a trial of this study has paid for start-up and compilation (reserved on top of the best)."""
@@ -247,9 +239,9 @@ class Planner:
             return
         repeats = 0
         while self.pool.idle() > 0 and self._may_start(study):
-            leader = self._leader_due(study)
-            if leader is not None:
-                if not self._intensify(study, leader):
+            lead = self._leader_due(study)
+            if lead is not None:
+                if not self._intensify(study, lead):
                     return
                 continue
             if self.cfg.sampler == "cost":
@@ -308,37 +300,37 @@ class Planner:
         return True
 
     def _leader_due(self, study: Any) -> ConfigStat | None:
-        """The leader while it has run fewer than ``intensify`` search trials and none of it is running; none while
-        the initial design still waits in the queue (it runs first), and never the baseline when a confirmation will
-        run it on its seeds anyway."""
-        import optuna
+        """The leader to run again (:func:`sweep.leader.due`); none while the initial design waits in the queue (it
+        runs first)."""
+        running = (config_identity(run.params) for run in self.running.values())
+        lead = leader.due(self.rows, self.cfg.intensify, running, self.cfg.confirm.enabled)
+        return None if lead is None or self._design_waiting(study) else lead
 
-        if self.cfg.intensify <= 1:
-            return None
-        lead = self.leader()
-        if lead is None or len(lead.trials) >= self.cfg.intensify:
-            return None
-        if lead.baseline and self.cfg.confirm.enabled:
-            return None
-        if study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
-            return None
-        if any(config_identity(run.params) == lead.key for run in self.running.values()):
-            return None
-        return lead
-
-    def _intensify(self, study: Any, leader: ConfigStat) -> bool:
+    def _intensify(self, study: Any, lead: ConfigStat) -> bool:
         """Run the leader once more on the next training seed: a search trial raced like any other, an Optuna trial
         with no sampled params (the sampler is not asked). False when the seeds are exhausted (the search closes)."""
-        import optuna
-
-        # Not study.ask(): it would hand out a trial still waiting in the queue (a grid point, an initial entry).
-        trial = optuna.trial.Trial(study, study._storage.create_new_trial(study._study_id))
-        params = TrialParams.of(leader.params).as_dict()
+        trial = self._new_trial(study)
+        params = TrialParams.of(lead.params).as_dict()
         if self._seeds_exhausted(study, trial, params):
             return False
-        trial.set_user_attr("intensify_of", leader.trials[0])
+        trial.set_user_attr("intensify_of", lead.trials[0])
         self._dispatch(trial, self._search_config(params, trial.number), self.allowance())
         return True
+
+    @staticmethod
+    def _new_trial(study: Any) -> Any:
+        """An Optuna trial the planner fills itself. Not study.ask(): it would hand out a trial still waiting in the
+        queue (a grid point, an initial entry)."""
+        import optuna
+
+        return optuna.trial.Trial(study, study._storage.create_new_trial(study._study_id))
+
+    @staticmethod
+    def _design_waiting(study: Any) -> bool:
+        """Queued trials (the initial design, a queued bet) wait to be asked."""
+        import optuna
+
+        return bool(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
 
     def _untried_points(self, salt: int) -> list[dict[str, Any]]:
         return space.untried_points(self.cfg, self.tried, self.profile, self.control_dt_s, self.price.memory_gib, salt)
@@ -347,9 +339,7 @@ class Planner:
         """``sampler: cost``: queue the untried config :func:`sweep.acquisition.choose` bets on, from
         every ended search trial's cost or estimate (:func:`sweep.acquisition.evidence`), unless a queued
         trial (the initial design) goes first."""
-        import optuna
-
-        if study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+        if self._design_waiting(study):
             return
         skip = set(self.running) | self.unrun
         evidence = acquisition.evidence(self.rows, skip, self.cfg.target.success)
@@ -372,7 +362,6 @@ class Planner:
     def _start_confirmations(self, study: Any) -> None:
         """Start the confirmation's next trials (:class:`sweep.confirm.Phase`) while slots and budget allow: not
         pruned on cost, capped at the per-trial cap only, the whole budget theirs."""
-        import optuna
 
         while self.pool.idle() > 0 and not self.stopping:
             number = len(study.get_trials(deepcopy=False))  # the number the new trial gets
@@ -387,8 +376,7 @@ class Planner:
                 if not self.running:
                     self.stopping = "budget left cannot pay another confirmation trial"
                 return
-            # Not study.ask(): it would hand out a trial still waiting in the queue (a grid point, an initial entry).
-            trial = optuna.trial.Trial(study, study._storage.create_new_trial(study._study_id))
+            trial = self._new_trial(study)
             cap_s = allowance * 3600.0 / self.price.usd_per_hour
             f = start.finalist
             trial_cfg = space.trial_config(

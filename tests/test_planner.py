@@ -9,7 +9,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from sweep import checkpoints, config, space, study_store, validation
+from sweep import checkpoints, config, leader, space, study_store, validation
 from sweep.errors import ConfigError
 from sweep.inline import InlinePool
 from sweep.ledger import LedgerWriter, Row, last_rows, read_rows
@@ -189,7 +189,7 @@ def test_intensify_runs_a_new_leader_again_before_the_search_goes_on(
     # the initial design runs first; then 64 leads and runs again (a 30 s seed: mean 20), and 128 leads at 13 and runs
     # again before the search ends (the design's trials were numbered when queued)
     assert runs == [(64, 1, 10.0), (128, 2, 13.0), (64, 3, 30.0), (128, 4, 14.0)], runs
-    assert p.leader().params["num_envs"] == 128 and p.race_bar_usd() == pytest.approx(13.5 * cfg.race_slack)
+    assert leader.leader(p.rows).params["num_envs"] == 128 and p.race_bar_usd() == pytest.approx(13.5 * cfg.race_slack)
     study = study_store.open_study(cfg, tmp_path / "run")
     assert [t.user_attrs.get("intensify_of") for t in study.trials] == [None, None, 0, 1]
 
@@ -203,4 +203,4 @@ def test_intensify_leaves_the_baseline_to_the_confirmation(tmp_path: Path) -> No
     p.run()
     search = [(r["params"]["num_envs"], r["seed"]) for r in last_rows(p.rows).values() if r["phase"] == "search"]
     # 64, the baseline, leads the search but is not run again there: the confirmation gives it its seeds
-    assert search == [(64, 1), (128, 2)] and p.leader().baseline, search
+    assert search == [(64, 1), (128, 2)] and leader.leader(p.rows).baseline, search
