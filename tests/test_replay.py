@@ -249,7 +249,7 @@ def test_the_race_slack_keeps_a_lucky_seed_from_capping_the_best_configs_of_the_
 
 
 @pytest.mark.skipif(not GRID3.is_file(), reason="no 3-seed table under benchmarks/data")
-def test_the_gpu_defaults_end_on_a_correct_config_of_the_whole_3_seed_table(tmp_path: Path) -> None:
+def test_the_gpu_defaults_end_on_a_correct_config_of_the_whole_3_seed_table() -> None:
     from sweep import config
 
     bench = search_efficiency()
