@@ -14,7 +14,7 @@ import torch
 
 from sweep.backends.base import TaskEnv
 from sweep.errors import ConfigError
-from sweep.policy import mlp_policy
+from sweep.policy import MlpPolicy, mlp_policy
 
 #: First held-out seed; every training seed must be below it.
 EVAL_SEED_BASE = 2**31
@@ -101,7 +101,9 @@ CHECK_EVERY = 50
 
 
 @torch.inference_mode()
-def evaluate(policy: torch.nn.Module, env: TaskEnv, seeds: list[int], target: float | None = None) -> EvalResult:
+def evaluate(
+    policy: torch.nn.Module | MlpPolicy, env: TaskEnv, seeds: list[int], target: float | None = None
+) -> EvalResult:
     """Run one episode per seed with the deterministic policy (the action mean) and count successes.
 
     ``env`` must have exactly ``len(seeds)`` environments; each one's first finished episode counts. With a
@@ -110,9 +112,11 @@ def evaluate(policy: torch.nn.Module, env: TaskEnv, seeds: list[int], target: fl
     can run the policy itself (:meth:`TaskEnv.policy_steps`, given :func:`sweep.policy.mlp_policy`) runs each
     stretch between two checks in one call; the counting and the checks are the same.
     """
-    was_training = policy.training
-    policy.eval()
-    mlp = mlp_policy(policy)
+    was_training = getattr(policy, "training", False)
+    if isinstance(policy, torch.nn.Module):
+        policy.eval()
+    mlp = policy if isinstance(policy, MlpPolicy) else mlp_policy(policy)
+    act = (lambda o: policy(o["policy"])) if isinstance(policy, MlpPolicy) else policy
     obs = env.reset_with_seeds(seeds)
     finished = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
     success = torch.zeros_like(finished)
@@ -125,7 +129,7 @@ def evaluate(policy: torch.nn.Module, env: TaskEnv, seeds: list[int], target: fl
         else:
             n = min(CHECK_EVERY, limit - steps)
             for _ in range(n):
-                obs, _, dones, extras = env.step(policy(obs))
+                obs, _, dones, extras = env.step(act(obs))
                 new = dones.bool() & ~finished
                 success |= new & extras["success"].bool()
                 finished |= new
@@ -141,7 +145,8 @@ def evaluate(policy: torch.nn.Module, env: TaskEnv, seeds: list[int], target: fl
             if wins >= target * env.num_envs or below_target_for_sure(losses, env.num_envs, target):
                 early = True
                 break
-    policy.train(was_training)
+    if isinstance(policy, torch.nn.Module):
+        policy.train(was_training)
     wins, losses = int(success.sum()), int((finished & ~success).sum())
     return EvalResult(wins, env.num_envs, failures=losses if early else None, decided_early=early, steps=steps)
 

@@ -10,7 +10,7 @@ output is the MLP's) is recognized; anything else gives None and is stepped from
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -51,6 +51,12 @@ class MlpPolicy:
     def shape(self, steps: int) -> PolicyShape:
         """The shape of a loop of ``steps`` control steps of this policy."""
         return PolicyShape(tuple(int(w.shape[0]) for w, _ in self.layers[:-1]), self.activation, steps)
+
+    def copy(self) -> MlpPolicy:
+        """The same policy on tensors of its own: what a pass run beside training evaluates while the module's
+        tensors go on being trained."""
+        layers = tuple((w.clone(), b.clone()) for w, b in self.layers)
+        return replace(self, mean=self.mean.clone(), std=self.std.clone(), layers=layers)
 
     def __call__(self, obs: torch.Tensor) -> torch.Tensor:
         """The actions, computed from the tensors alone (what an env's own loop must reproduce)."""

@@ -51,6 +51,23 @@ def test_a_freshly_initialized_policy_scores_under_0_2_held_out_success(profile:
     assert evaluate(alg.get_policy(), panel, panel_seeds(64)).rate < 0.2
 
 
+def test_a_pass_of_a_copy_of_the_weights_is_the_pass_of_the_module() -> None:
+    from sweep import perf
+    from sweep.backends import get_backend
+    from sweep.contract import TrialConfig
+    from sweep.evaluation import evaluate
+    from sweep.learner import build_learner
+    from sweep.ledger import PhaseClock
+    from sweep.policy import mlp_policy
+
+    cfg = TrialConfig(profile="cpu", num_envs=32, num_steps_per_env=8, seed=4, flags={"compile_cache": True})
+    backend = get_backend("mjx_locomotion")
+    env, panel = backend.make_env(32, 4, "cpu", "cpu"), backend.make_env(48, 4, "cpu", "cpu")
+    _, alg = build_learner(cfg, env, "cpu", perf.resolve(cfg.flags), PhaseClock())
+    module = evaluate(alg.get_policy(), panel, panel_seeds(48))
+    assert evaluate(mlp_policy(alg.get_policy()).copy(), panel, panel_seeds(48)) == module
+
+
 class ScriptedPanel:
     """A panel whose episode ``i`` falls at step ``fall[i]`` (a failure) or runs to the time limit and then
     succeeds or not (``wins[i]``): the verdict logic of a pass, checked against every stopping point."""

@@ -44,3 +44,17 @@ def test_a_plans_panel_shape_compiles_its_policy_loop_and_no_other_shape_does() 
     assert planned(plan, 256) == PolicyShape((128, 128, 128), "elu", 50)
     assert planned(plan, 4096) is None
     assert planned({"panel": 256}, 256) is None  # an older plan: the panel's step, as a training env's
+
+
+def test_a_copy_keeps_the_weights_it_was_taken_with_while_the_module_trains() -> None:
+    model = actor()
+    snapshot = mlp_policy(model).copy()
+    obs = torch.randn(8, 50)
+    with torch.inference_mode():
+        before = mlp_policy(model)(obs)
+    with torch.no_grad():  # an optimizer step and new observation statistics, in place
+        model.mlp[0].weight.add_(1.0)
+        model.obs_normalizer._mean.add_(1.0)
+    with torch.inference_mode():
+        assert torch.equal(snapshot(obs), before)
+        assert not torch.allclose(mlp_policy(model)(obs), before)
