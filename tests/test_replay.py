@@ -114,6 +114,15 @@ def test_a_recommendation_counts_once_it_stays_correct() -> None:
     assert bench.usd_to_correct([], {good}) == (float("inf"), 0)
 
 
+def test_a_study_that_ends_wrong_pays_all_it_spent_towards_each_correct_recommendation() -> None:
+    bench, inf = search_efficiency(), float("inf")
+    assert bench.per_correct([10.0, inf, 20.0], [50.0, 100.0, 60.0]) == (10.0 + 100.0 + 20.0) / 2
+    assert bench.per_correct([inf, inf], [5.0, 7.0]) == inf
+    assert bench.per_correct([4.0, 6.0], [9.0, 9.0]) == 5.0  # all correct: the mean to a correct recommendation
+    lo, hi = bench.per_correct_interval([10.0, inf, 20.0, 30.0], [50.0, 100.0, 60.0, 40.0])
+    assert 10.0 <= lo <= bench.per_correct([10.0, inf, 20.0, 30.0], [50.0, 100.0, 60.0, 40.0]) <= hi
+
+
 def test_the_planners_trace_follows_its_ledger(tmp_path: Path) -> None:
     bench = search_efficiency()
     table = write_table(tmp_path / "t.json")
