@@ -6,6 +6,8 @@ Every figure comes from each folder's ``ledger.jsonl`` (each trial's last row): 
 seconds (every trial, pruned and failed included); "training" is simulation + policy + PPO update
 (``sweep.ledger.TRAINING_PHASES``); trials per dollar counts the trials that ran (billed > 0 s) over the study USD;
 the recommended config's mean USD to target is on equal terms over its seeds (``sweep.evidence``), with its seeds.
+Evaluation is also split pass by pass (:func:`pass_seconds`): the last pass of each trial that reached the target,
+which runs the whole episode whatever is done, and every other pass.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ def shares(run_dir: Path) -> dict[str, str]:
         "trials run": str(len(ran)),
         "checkpoints (passes skipped)": f"{len(passes)} ({len(skipped)})",
         "evaluation share": _pct(phase_s.get("eval", 0.0), billable),
+        "of it: reached trials' last passes, other passes": ", ".join(_pct(x, billable) for x in pass_seconds(rows)),
         "compilation share": _pct(phase_s.get("compile", 0.0), billable),
         "start-up share": _pct(phase_s.get("startup", 0.0), billable),
         "compile + start-up share": _pct(phase_s.get("compile", 0.0) + phase_s.get("startup", 0.0), billable),
@@ -58,6 +61,22 @@ def shares(run_dir: Path) -> dict[str, str]:
         best = min(metrics(r)["race_usd_to_target"] for r in ends if r["state"] == "reached")
         out["cheapest single trial to target, equal terms"] = f"${best:.4f}"
     return out
+
+
+def pass_seconds(rows: list[dict]) -> tuple[float, float]:
+    """(seconds of the last pass of each trial that reached the target, seconds of every other pass), from each
+    trial's rows in ledger order: a pass is a rise of the trial's 'eval' phase between two of its rows."""
+    by_trial: dict[int, list[dict]] = {}
+    for r in rows:
+        by_trial.setdefault(int(r["trial"]), []).append(r)
+    last_reached = others = 0.0
+    for trial_rows in by_trial.values():
+        evals = [float(r["phases_s"].get("eval", 0.0)) for r in trial_rows]
+        rises = [b - a for a, b in zip([0.0, *evals], evals, strict=False) if b > a]
+        if rises and trial_rows[-1]["state"] == "reached":
+            last_reached += rises.pop()
+        others += sum(rises)
+    return last_reached, others
 
 
 def _startup(row: dict) -> str:
