@@ -62,18 +62,18 @@ def measure(num_envs: int, steps: int, repeats: int, profile: str) -> dict:
             return policy
 
         train_round()
-        alone: dict[str, list[float]] = {"a": [], "b": [], "c": [], "c_round": [], "c_pass": []}
+        seconds: dict[str, list[float]] = {"a": [], "b": [], "c": [], "c_round": [], "c_pass": []}
         same = True
         for _ in range(repeats):
             t = time.perf_counter()
             train_round()
-            alone["a"].append(time.perf_counter() - t)
+            seconds["a"].append(time.perf_counter() - t)
 
             policy = snapshot()
             t = time.perf_counter()
             first = evaluate(policy, panel, built.seeds)
             sync()
-            alone["b"].append(time.perf_counter() - t)
+            seconds["b"].append(time.perf_counter() - t)
 
             ended: dict[str, float] = {}
             beside: list = []
@@ -90,11 +90,11 @@ def measure(num_envs: int, steps: int, repeats: int, profile: str) -> dict:
             round_end = time.perf_counter()
             thread.join()
             end = time.perf_counter()
-            alone["c"].append(end - t)
-            alone["c_round"].append(round_end - t)
-            alone["c_pass"].append(ended["pass"] - t)
+            seconds["c"].append(end - t)
+            seconds["c_round"].append(round_end - t)
+            seconds["c_pass"].append(ended["pass"] - t)
             same &= beside[0] == first
-        med = {k: statistics.median(v) for k, v in alone.items()}
+        med = {k: statistics.median(v) for k, v in seconds.items()}
         return {
             "device": describe_device(built.device),
             "shape": f"{num_envs} x {steps}",
@@ -107,7 +107,7 @@ def measure(num_envs: int, steps: int, repeats: int, profile: str) -> dict:
             "round_beside_over_alone": med["c_round"] / med["a"],
             "pass_beside_over_alone": med["c_pass"] / med["b"],
             "same_result": same,
-            "raw": alone,
+            "raw": seconds,
         }
 
 
