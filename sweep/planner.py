@@ -28,13 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from sweep import acquisition, checkpoints, confirm, leader, space, study_store
+from sweep.accounts import Accounts
 from sweep.config import RunConfig
 from sweep.contract import CONTINUE, PRUNE, STOP, TrialParams, TrialPool, config_key, trial_params
 from sweep.evaluation import EVAL_SEED_BASE
 from sweep.evidence import ConfigStat, config_identity
-from sweep.ledger import LedgerWriter, end_label, last_rows, metrics, read_rows
+from sweep.ledger import LedgerWriter, end_label, last_rows, read_rows
 from sweep.prices import Price
-from sweep.scheduler import CostPruner, allowance_usd, can_start, confirm_allowance_usd, reserve_usd
+from sweep.scheduler import CostPruner
 
 #: Repeated proposals told and skipped in a row before the planner queues an untried config itself.
 MAX_REPEATS = 20
@@ -89,6 +90,8 @@ class Planner:
         self._beat = 0.0
         self.rows = read_rows(self.ledger_path)
         self.running: dict[int, Running] = {}
+        self.accounts = Accounts(cfg, price.usd_per_hour, self.rows, self.running)
+        """The study's money from its rows and running trials (:mod:`sweep.accounts`)."""
         self.stopping = ""
         """Why running trials are being stopped (budget spent, Ctrl-C); empty while they may go on."""
         self.closed = ""
@@ -112,46 +115,7 @@ class Planner:
         """The baseline config as the ledger names it (None without a confirmation phase)."""
         self.confirmation = confirm.Phase(cfg.confirm, self.baseline_params, cfg.seeds.training)
 
-    # -- accounting (all from ledger rows) -------------------------------------------------------
-    def best_usd(self) -> float | None:
-        """The best known cost to target on equal terms (start-up and compilation left out): what the pruner
-        and the ranking compare."""
-        reached = [metrics(r)["race_usd_to_target"] for r in last_rows(self.rows).values() if r["state"] == "reached"]
-        return min(reached) if reached else None
-
-    def race_bar_usd(self) -> float | None:
-        """What a search trial is raced against (its cap and the pruner's bar): :func:`sweep.leader.race_bar_usd`."""
-        return leader.race_bar_usd(self.rows, self.cfg.race_slack)
-
-    def one_time_usd(self) -> float:
-        """The most a trial of this study has paid for start-up and compilation (reserved on top of the best)."""
-        price = self.price.usd_per_hour
-        return max((metrics(r)["one_time_s"] * price / 3600.0 for r in last_rows(self.rows).values()), default=0.0)
-
-    def allowance(self) -> float:
-        """What a new trial may spend: its cap, or (pruning) the race bar on equal terms plus one-time costs."""
-        best = self.race_bar_usd()
-        return allowance_usd(
-            self.cfg.budget.trial_usd, None if best is None else best + self.one_time_usd(), self.cfg.prune
-        )
-
-    def spent_usd(self) -> float:
-        return sum(metrics(r)["usd"] for r in last_rows(self.rows).values())
-
-    def search_budget_usd(self) -> float:
-        """What the search may commit: the study budget less the share kept for confirmation."""
-        share = self.cfg.confirm.budget_share if self.cfg.confirm.enabled else 0.0
-        return self.cfg.budget.usd * (1.0 - share)
-
-    def finished_usd(self) -> float:
-        return sum(metrics(r)["usd"] for t, r in last_rows(self.rows).items() if t not in self.running)
-
-    def reserved_usd(self) -> float:
-        return sum(
-            reserve_usd(metrics(run.rows[-1])["usd"] if run.rows else 0.0, run.allowance)
-            for run in self.running.values()
-        )
-
+    # -- accounting ------------------------------------------------------------------------------
     def state_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for t, r in self._dispatched().items():
@@ -191,10 +155,10 @@ class Planner:
     def status(self) -> dict[str, Any]:
         confirming, done = self.confirmation.active, self.confirmation.done
         return {
-            "spent_usd": self.spent_usd(),
+            "spent_usd": self.accounts.spent_usd(),
             "budget_usd": self.cfg.budget.usd,
             "states": self.state_counts(),
-            "best_usd": self.best_usd(),
+            "best_usd": self.accounts.best_usd(),
             "stopping": self.stopping or done or ("" if confirming else self.closed),
             "phase": "confirm" if confirming else "search",
         }
@@ -224,8 +188,7 @@ class Planner:
         if len(self.tried) >= self.feasible and self._leader_due(study) is None:
             self.closed = f"every feasible config tried ({self.feasible})"
             return False
-        allowance = self.allowance()
-        if not can_start(self.search_budget_usd(), self.finished_usd(), self.reserved_usd(), allowance):
+        if not self.accounts.search_can_start():
             if not self.running and self.cfg.confirm.enabled:
                 self.closed = "search budget spent (the rest is kept for the confirmation)"
             elif not self.running:
@@ -250,7 +213,7 @@ class Planner:
             params = space.suggest(trial, self.cfg)
             if self._seeds_exhausted(study, trial, params):
                 return
-            allowance, trial_cfg = self.allowance(), self._search_config(params, trial.number)
+            allowance, trial_cfg = self.accounts.allowance(), self._search_config(params, trial.number)
             knobs = trial_params(trial_cfg)
             found = space.violations(params, self.cfg, self.control_dt_s, self.price.memory_gib)
             if any(v > 0 for v in found.values()):
@@ -276,8 +239,8 @@ class Planner:
 
     def _search_config(self, params: dict[str, Any], number: int) -> Any:
         """The TrialConfig of search trial ``number``: its training seed from the trial counter, the per-trial cap,
-        raced at :meth:`race_bar_usd` when pruning."""
-        bar = self.race_bar_usd()
+        raced at :meth:`Accounts.race_bar_usd` when pruning."""
+        bar = self.accounts.race_bar_usd()
         trial_cfg = space.trial_config(
             params,
             self.cfg,
@@ -314,7 +277,7 @@ class Planner:
         if self._seeds_exhausted(study, trial, params):
             return False
         trial.set_user_attr("intensify_of", lead.trials[0])
-        self._dispatch(trial, self._search_config(params, trial.number), self.allowance())
+        self._dispatch(trial, self._search_config(params, trial.number), self.accounts.allowance())
         return True
 
     @staticmethod
@@ -344,7 +307,9 @@ class Planner:
         skip = set(self.running) | self.unrun
         evidence = acquisition.evidence(self.rows, skip, self.cfg.target.success)
         candidates = self._untried_points(len(self.rows))
-        point = acquisition.choose(evidence, candidates, space.choices(self.cfg), self.best_usd(), self.one_time_usd())
+        point = acquisition.choose(
+            evidence, candidates, space.choices(self.cfg), self.accounts.best_usd(), self.accounts.one_time_usd()
+        )
         if point is not None:
             study.enqueue_trial(point)
 
@@ -371,7 +336,7 @@ class Planner:
             if start.seed >= EVAL_SEED_BASE:  # never train on a held-out seed
                 self.confirmation.done = "training seeds exhausted: the next round's seed would be a held-out seed"
                 return
-            allowance = self._confirm_allowance()
+            allowance = self.accounts.confirm_allowance()
             if allowance is None:
                 if not self.running:
                     self.stopping = "budget left cannot pay another confirmation trial"
@@ -383,17 +348,6 @@ class Planner:
                 f.params, self.cfg, self.profile, start.seed, cap_s, phase="confirm", baseline=f.baseline
             )
             self._dispatch(trial, trial_cfg, allowance)
-
-    def _confirm_allowance(self) -> float | None:
-        """What the next confirmation trial may spend (:func:`sweep.scheduler.confirm_allowance_usd`)."""
-        return confirm_allowance_usd(
-            self.cfg.budget.usd,
-            self.finished_usd(),
-            self.reserved_usd(),
-            self.cfg.budget.trial_usd,
-            self.best_usd(),
-            self.one_time_usd(),
-        )
 
     def _dispatched(self) -> dict[int, dict]:
         """Every dispatched trial's latest row; a running trial with no row yet as a 'running' row of its config."""
@@ -423,10 +377,10 @@ class Planner:
             return STOP, self.stopping
         if not self.cfg.prune or run.phase == "confirm":  # a confirmation trial measures the cost to target
             return CONTINUE, ""
-        return self.pruner.decide(run.rows, self.race_bar_usd())
+        return self.pruner.decide(run.rows, self.accounts.race_bar_usd())
 
     def _check_budget(self) -> None:
-        if not self.stopping and self.spent_usd() >= self.cfg.budget.usd:
+        if not self.stopping and self.accounts.spent_usd() >= self.cfg.budget.usd:
             self.stopping = f"study budget ${self.cfg.budget.usd:g} spent"
 
     def _finish(self, study: Any, run: Running, row: dict) -> None:

@@ -34,38 +34,37 @@ def test_wilson_interval() -> None:
     assert lo < 0.5 < hi
 
 
+def fresh_policy(profile: str, seed: int, panel_envs: int):
+    """A freshly initialized PPO actor of the embedded task on CPU, and a held-out panel of ``panel_envs`` envs."""
+    from sweep import perf
+    from sweep.backends import get_backend
+    from sweep.contract import TrialConfig
+    from sweep.learner import build_learner
+    from sweep.ledger import PhaseClock
+
+    cfg = TrialConfig(profile=profile, num_envs=32, num_steps_per_env=8, seed=seed, flags={"compile_cache": True})
+    backend = get_backend("mjx_locomotion")
+    env, panel = backend.make_env(32, seed, "cpu", profile), backend.make_env(panel_envs, seed, "cpu", profile)
+    _, alg = build_learner(cfg, env, "cpu", perf.resolve(cfg.flags), PhaseClock())
+    return alg.get_policy(), panel
+
+
 @pytest.mark.parametrize("profile", ["cpu", "gpu"])
 def test_a_freshly_initialized_policy_scores_under_0_2_held_out_success(profile: str) -> None:
     """A target that an untrained policy already meets cannot separate configs: the metric must start low."""
-    from sweep import perf
-    from sweep.backends import get_backend
-    from sweep.contract import TrialConfig
     from sweep.evaluation import evaluate
-    from sweep.learner import build_learner
-    from sweep.ledger import PhaseClock
 
-    cfg = TrialConfig(profile=profile, num_envs=32, num_steps_per_env=8, seed=3, flags={"compile_cache": True})
-    backend = get_backend("mjx_locomotion")
-    env, panel = backend.make_env(32, 3, "cpu", profile), backend.make_env(64, 3, "cpu", profile)
-    _, alg = build_learner(cfg, env, "cpu", perf.resolve(cfg.flags), PhaseClock())
-    assert evaluate(alg.get_policy(), panel, panel_seeds(64)).rate < 0.2
+    policy, panel = fresh_policy(profile, 3, 64)
+    assert evaluate(policy, panel, panel_seeds(64)).rate < 0.2
 
 
 def test_a_pass_of_a_copy_of_the_weights_is_the_pass_of_the_module() -> None:
-    from sweep import perf
-    from sweep.backends import get_backend
-    from sweep.contract import TrialConfig
     from sweep.evaluation import evaluate
-    from sweep.learner import build_learner
-    from sweep.ledger import PhaseClock
     from sweep.policy import mlp_policy
 
-    cfg = TrialConfig(profile="cpu", num_envs=32, num_steps_per_env=8, seed=4, flags={"compile_cache": True})
-    backend = get_backend("mjx_locomotion")
-    env, panel = backend.make_env(32, 4, "cpu", "cpu"), backend.make_env(48, 4, "cpu", "cpu")
-    _, alg = build_learner(cfg, env, "cpu", perf.resolve(cfg.flags), PhaseClock())
-    module = evaluate(alg.get_policy(), panel, panel_seeds(48))
-    assert evaluate(mlp_policy(alg.get_policy()).copy(), panel, panel_seeds(48)) == module
+    policy, panel = fresh_policy("cpu", 4, 48)
+    module = evaluate(policy, panel, panel_seeds(48))
+    assert evaluate(mlp_policy(policy).copy(), panel, panel_seeds(48)) == module
 
 
 class ScriptedPanel:
@@ -135,18 +134,10 @@ def test_a_pass_that_falls_early_stops_at_the_first_check() -> None:
 
 def test_an_untrained_policy_on_the_real_task_is_decided_early_with_the_full_verdict() -> None:
     """The embedded task, a fresh policy: the pass stops long before the time limit, with the same verdict."""
-    from sweep import perf
-    from sweep.backends import get_backend
-    from sweep.contract import TrialConfig
     from sweep.evaluation import evaluate
-    from sweep.learner import build_learner
-    from sweep.ledger import PhaseClock
 
-    cfg = TrialConfig(profile="gpu", num_envs=32, num_steps_per_env=8, seed=5, flags={"compile_cache": True})
-    backend = get_backend("mjx_locomotion")
-    env, panel = backend.make_env(32, 5, "cpu", "gpu"), backend.make_env(64, 5, "cpu", "gpu")
-    _, alg = build_learner(cfg, env, "cpu", perf.resolve(cfg.flags), PhaseClock())
-    full = evaluate(alg.get_policy(), panel, panel_seeds(64))
-    early = evaluate(alg.get_policy(), panel, panel_seeds(64), target=0.9)
+    policy, panel = fresh_policy("gpu", 5, 64)
+    full = evaluate(policy, panel, panel_seeds(64))
+    early = evaluate(policy, panel, panel_seeds(64), target=0.9)
     assert early.decided_early and not early.reached(0.9) and not full.reached(0.9)
     assert early.steps < full.steps / 2, (early.steps, full.steps)

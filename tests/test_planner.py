@@ -135,7 +135,7 @@ def test_a_ctrl_c_that_never_reached_the_loop_still_stops_and_bills(tmp_path: Pa
     cfg = make_cfg(tmp_path, **{"backend_options.time_scale": 0.01, "prune": False, "initial": [{"num_envs": 128}]})
     run_dir = tmp_path / "run"
     p = planner(cfg, run_dir)
-    p.interrupted = lambda: p.spent_usd() > 0  # set once the first row is in: the trial is mid-run
+    p.interrupted = lambda: p.accounts.spent_usd() > 0  # set once the first row is in: the trial is mid-run
     with pytest.raises(KeyboardInterrupt):
         p.run()
     ends = last_rows(read_rows(run_dir / "ledger.jsonl"))
@@ -189,7 +189,8 @@ def test_intensify_runs_a_new_leader_again_before_the_search_goes_on(
     # the initial design runs first; then 64 leads and runs again (a 30 s seed: mean 20), and 128 leads at 13 and runs
     # again before the search ends (the design's trials were numbered when queued)
     assert runs == [(64, 1, 10.0), (128, 2, 13.0), (64, 3, 30.0), (128, 4, 14.0)], runs
-    assert leader.leader(p.rows).params["num_envs"] == 128 and p.race_bar_usd() == pytest.approx(13.5 * cfg.race_slack)
+    assert leader.leader(p.rows).params["num_envs"] == 128
+    assert p.accounts.race_bar_usd() == pytest.approx(13.5 * cfg.race_slack)
     study = study_store.open_study(cfg, tmp_path / "run")
     assert [t.user_attrs.get("intensify_of") for t in study.trials] == [None, None, 0, 1]
 
