@@ -1,7 +1,8 @@
 """The planner: the driver alone owns the Optuna study; it asks, dispatches, reads rows, prunes and tells.
 
-Objectives (minimized): USD to target and wall-clock to target. Continue/prune decisions and the
-budget reservations come from :mod:`sweep.scheduler`; the study budget counts every trial. A config
+Objectives (minimized): USD to target and wall-clock to target. Continue/prune decisions come from
+:mod:`sweep.scheduler`, the study's money (spent, reserved, what a trial may spend) from :mod:`sweep.accounts`; the
+study budget counts every trial. A config
 the sampler proposes again while others remain untried is not paid for twice: it is told PRUNED at
 no cost, like a config that breaks a constraint; after :data:`MAX_REPEATS` such proposals in a row the planner
 queues an untried feasible config itself (in an order shuffled by the sampler seed), so a sampler stuck on what
