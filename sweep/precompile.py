@@ -28,8 +28,7 @@ from sweep import perf
 from sweep.config import RunConfig
 from sweep.policy import planned
 
-#: The longest a process waits for the line it starts after (a worker's first trial compiled, or the first
-#: process's first shape) before it starts anyway (s).
+#: The longest a later process waits for the first one's first shape before it starts anyway (s).
 STAGGER_MAX_S = 120.0
 
 
@@ -114,10 +113,9 @@ def jobs(cpus: int | None = None) -> int:
 def worker_plan(cfg: RunConfig, run_dir: Path, profile: str, has_gpu: bool) -> dict[str, Any] | None:
     """What each GPU worker loads ahead of its trials (:mod:`sweep.preload`); None when nothing is compiled ahead.
 
-    Once the worker's first trial has compiled what it trains (``after_trial``): the first trial's panel, then its
-    training shape (which that trial compiles itself in a new study, but which a resumed study's new process would
-    otherwise meet cold in the baseline's confirmation); then every other shape of the plan, read from the
-    persistent cache once this module's line says it is there.
+    At once: the first trial's panel, then its training shape (which that trial compiles itself in a new study,
+    but which a resumed study's new process would otherwise meet cold in the baseline's confirmation); then every
+    other shape of the plan, read from the persistent cache once this module's line says it is there.
     """
     from sweep.backends import get_backend
 
@@ -125,8 +123,7 @@ def worker_plan(cfg: RunConfig, run_dir: Path, profile: str, has_gpu: bool) -> d
         return None
     knobs = get_backend(cfg.backend).knobs
     planned = shapes(cfg, knobs)
-    plan = {"backend": cfg.backend, "profile": profile, "device": cfg.device, "at_once": 2, "after_trial": True}
-    plan.update(panel(cfg))
+    plan = {"backend": cfg.backend, "profile": profile, "device": cfg.device, "at_once": 2, **panel(cfg)}
     plan.update(shapes=[planned[0], first_shape(cfg, knobs), *planned[1:]])
     plan["ready"] = str(run_dir.resolve() / "precompile.jsonl")
     return plan
@@ -136,9 +133,8 @@ def start(cfg: RunConfig, run_dir: Path, profile: str, has_gpu: bool, n: int | N
     """Start ``n`` (default :func:`jobs`) compiling processes for this study (none when not wanted), each with every
     ``n``-th shape of the plan but its first, so the shapes first needed are compiled first and side by side; stop
     them with :func:`stop`. The plan's first shape, the first trial's held-out panel, is each worker's to compile
-    once that trial has compiled (:mod:`sweep.preload`). The first process waits for that too (the worker's line in
-    ``preload.jsonl``), the others until the first has built its first shape: the first trial compiles cold alone,
-    then two compiles run beside its training (the panel's and one process's), not ``n + 1``."""
+    beside that trial (:mod:`sweep.preload`). All but the first process wait until it has built its first shape:
+    while the first trial compiles cold, two compiles beside it (the panel's and one process's), not ``n + 1``."""
     from sweep.backends import get_backend
 
     if not wanted(cfg, has_gpu):
@@ -148,9 +144,7 @@ def start(cfg: RunConfig, run_dir: Path, profile: str, has_gpu: bool, n: int | N
     env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
     log = open(run_dir / "precompile.log", "ab")  # noqa: SIM115 - the children keep it open
     out = run_dir / "precompile.jsonl"
-    loaded = run_dir / "preload.jsonl"
-    # lines of an earlier call (a resume): each process waits for a new one
-    ready, seen = (len(f.read_text().splitlines()) if f.exists() else 0 for f in (out, loaded))
+    ready = len(out.read_text().splitlines()) if out.exists() else 0  # lines of an earlier call (a resume)
     procs = []
     for i in range(min(n, len(planned))):
         plan = {
@@ -160,8 +154,7 @@ def start(cfg: RunConfig, run_dir: Path, profile: str, has_gpu: bool, n: int | N
             **panel(cfg),
             "shapes": planned[i::n],
             "out": str(out),
-            "wait_on": str(out if i > 0 else loaded),
-            "wait_for_lines": ready + 1 if i > 0 else seen + 1,
+            "wait_for_lines": ready + 1 if i > 0 else 0,
         }
         plan_path = run_dir / f"precompile_plan{i}.json"
         plan_path.write_text(json.dumps(plan))
@@ -183,7 +176,7 @@ def stop(procs: list[subprocess.Popen]) -> None:
 
 
 def wait_for(path: Path, lines: int, poll_s: float = 1.0, max_s: float = STAGGER_MAX_S) -> None:
-    """Return once ``path`` holds ``lines`` lines (another process's), or after ``max_s`` seconds."""
+    """Return once ``path`` holds ``lines`` lines (another process's shapes), or after ``max_s`` seconds."""
     deadline = time.monotonic() + max_s
     while lines > 0 and time.monotonic() < deadline:
         if path.exists() and len(path.read_text().splitlines()) >= lines:
@@ -197,7 +190,7 @@ def main(argv: list[str]) -> int:
     from sweep.learner import resolve_device
 
     plan = json.loads(Path(argv[0]).read_text())
-    wait_for(Path(plan.get("wait_on", plan["out"])), int(plan.get("wait_for_lines", 0)))  # before JAX starts up
+    wait_for(Path(plan["out"]), int(plan.get("wait_for_lines", 0)))  # before JAX and the device start up
     perf.enable_compile_cache()
     backend = get_backend(plan["backend"])
     device = resolve_device(plan["device"])

@@ -5,15 +5,12 @@ an H200 even with the shape in the persistent cache (13 of 28 trials in ``benchm
 about 4% of that sweep). So each GPU worker runs one thread beside its trials that loads the study's shapes into
 the process (:meth:`sweep.backends.base.Backend.preload`: compiled or read from the persistent cache, no env
 built), in the order the trials meet them (:func:`sweep.precompile.worker_plan`): the first trial's held-out
-panel and training shape once that trial has compiled what it trains (:func:`trial_compiled`; the panel then
-compiles beside its first training round, and is needed only at its first pass), and every other shape once the
-ahead-of-time compiler's line (``precompile.jsonl``) says it is in the persistent cache. A first trial that
-compiled cold beside two other cold compiles (this thread's panel and a compiling process's shape) paid 30-31 s of
-start-up and compilation on an H200 (``benchmarks/RESULTS.md`` sections 15-16); it now compiles alone, and the
-thread's first line says when it was done, for the compiling processes to start after it. A trial that meets a
-shape the thread is loading waits for it rather than loading it a second time. Each shape loaded, or the error
-that stopped the thread, is a line in ``preload.jsonl`` in the run folder. The thread's seconds overlap billed
-trial seconds and are not billed again; whatever it slows a trial by is in that trial's bill.
+panel and training shape at once, the panel compiled beside that trial's own training envs, and every other shape
+once the ahead-of-time
+compiler's line (``precompile.jsonl``) says it is in the persistent cache. A trial that meets a shape the thread
+is loading waits for it rather than loading it a second time. Each shape loaded, or the error that stopped the
+thread, is a line in ``preload.jsonl`` in the run folder. The thread's seconds overlap billed trial seconds
+and are not billed again; whatever it slows a trial by is in that trial's bill.
 """
 
 from __future__ import annotations
@@ -28,11 +25,6 @@ from typing import Any
 
 #: Seconds between two reads of the compiler's lines.
 POLL_S = 1.0
-#: The longest the thread waits for a trial of its process to compile before it loads anyway (s).
-TRIAL_WAIT_S = 120.0
-
-#: Set once a trial of this process has compiled what it trains (:func:`trial_compiled`).
-TRIAL_COMPILED = threading.Event()
 
 _thread: threading.Thread | None = None
 _guard = threading.Lock()
@@ -59,10 +51,9 @@ def run(plan: dict[str, Any], poll_s: float = POLL_S, give_up_s: float | None = 
     """Load every shape of ``plan`` in order (the first ``at_once`` at once, the others once ready); the shapes
     loaded.
 
-    ``plan``: ``backend``, ``profile``, ``device``, ``shapes`` ([num_envs, knobs] pairs), ``at_once`` (default 1),
-    ``ready`` (the compiler's ``precompile.jsonl``) and ``after_trial`` (default false: start at once; true: first
-    wait, at most :data:`TRIAL_WAIT_S`, for a trial of this process to compile, then note it in a line
-    ``{"trial_compiled": ...}``). Returns when all are loaded, or after ``give_up_s`` seconds of waiting.
+    ``plan``: ``backend``, ``profile``, ``device``, ``shapes`` ([num_envs, knobs] pairs), ``at_once`` (default 1)
+    and ``ready`` (the compiler's ``precompile.jsonl``). Returns when all are loaded, or after ``give_up_s``
+    seconds of waiting.
     """
     from sweep import perf
     from sweep.backends import get_backend
@@ -70,9 +61,6 @@ def run(plan: dict[str, Any], poll_s: float = POLL_S, give_up_s: float | None = 
     from sweep.perf.graphs import CAPTURING
     from sweep.policy import planned
 
-    if plan.get("after_trial"):
-        compiled = TRIAL_COMPILED.wait(TRIAL_WAIT_S)
-        _note(plan, {"trial_compiled": compiled, "at": time.time()})
     perf.enable_compile_cache()  # before the first compile, as every trial of the plan (JAX reads it once)
     backend = get_backend(plan["backend"])
     device = resolve_device(plan["device"])
@@ -95,12 +83,6 @@ def run(plan: dict[str, Any], poll_s: float = POLL_S, give_up_s: float | None = 
         loaded.append(shape_key(*due))
         _note(plan, {"num_envs": due[0], "knobs": due[1], "seconds": time.perf_counter() - t0, "at": time.time()})
     return loaded
-
-
-def trial_compiled() -> None:
-    """Say that a trial of this process has compiled what it trains: the loading thread may start
-    (:func:`sweep.trial.run_trial` calls it after its compile phase, each trial; only the first one matters)."""
-    TRIAL_COMPILED.set()
 
 
 def _note(plan: dict[str, Any], line: dict[str, Any]) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from sweep import checkpoints, perf, preload
+from sweep import checkpoints, perf
 from sweep.backends import get_backend
 from sweep.contract import Sink, TrialConfig, TrialRunner, cap_reached, end_state, trial_params
 from sweep.evaluation import EvalResult, evaluate, panel_seeds, pass_due, warm_up_panel
@@ -189,7 +189,6 @@ def run_trial(
                 built.ahead.join()  # nothing of it runs beside the learner's CUDA-graph capture
                 built.env.warm_up()
                 perf.warm_up(built.alg, built.env, built.flags)
-            preload.trial_compiled()  # the worker's loading thread starts now, not beside this compile
             return train(cfg, built, clock, log)
         except (Exception, SystemExit) as exc:  # any failure ends the trial, billed, with its reason (never the worker)
             return log.end("failed", failure_reason(exc))

@@ -49,20 +49,15 @@ def test_the_plan_is_shared_among_side_by_side_processes_first_shapes_first(tmp_
     plans = [json.loads(Path(cmd[-1]).read_text()) for cmd in started]
     # the first trial's panel is the workers' (sweep.preload); each process starts with one of the next three shapes
     assert len(procs) == 3 and [p["shapes"] for p in plans] == [planned[1:][i::3] for i in range(3)]
-    # the first once a worker's first trial has compiled, the others once the first has built its own
-    assert [(Path(p["wait_on"]).name, p["wait_for_lines"]) for p in plans] == [
-        ("preload.jsonl", 1),
-        ("precompile.jsonl", 1),
-        ("precompile.jsonl", 1),
-    ]
+    # all but the first once the first has built its own
+    assert [p["wait_for_lines"] for p in plans] == [0, 1, 1]
     precompile.stop(procs)
     assert precompile.start(cfg, tmp_path, "gpu", has_gpu=False) == []
     out = tmp_path / "precompile.jsonl"
-    out.write_text('{"num_envs": 256}\n')  # an earlier call's lines (a resume): each waits for a new one
-    (tmp_path / "preload.jsonl").write_text('{"trial_compiled": true}\n{"num_envs": 256}\n')
+    out.write_text('{"num_envs": 256}\n')  # an earlier call's line (a resume): the later ones wait for a new one
     started.clear()
     precompile.start(cfg, tmp_path, "gpu", has_gpu=True)
-    assert [json.loads(Path(cmd[-1]).read_text())["wait_for_lines"] for cmd in started] == [3, 2, 2]
+    assert [json.loads(Path(cmd[-1]).read_text())["wait_for_lines"] for cmd in started] == [0, 2, 2]
 
 
 def test_a_later_process_waits_for_the_first_ones_line_but_not_forever(tmp_path: Path) -> None:

@@ -57,31 +57,12 @@ def test_the_first_shape_loads_at_once_and_the_others_once_the_compiler_has_buil
     assert [n["num_envs"] for n in notes] == [256, 256, 2048, 4096] and all(n["seconds"] >= 0 for n in notes)
 
 
-def test_a_workers_thread_loads_nothing_until_a_trial_of_its_process_has_compiled(tmp_path, monkeypatch) -> None:
-    backend = Recorder()
-    monkeypatch.setattr("sweep.backends.get_backend", lambda name: backend)
-    monkeypatch.setattr(preload, "TRIAL_COMPILED", threading.Event())
-    plan = {"backend": "x", "profile": "gpu", "device": "cpu", "ready": str(tmp_path / "precompile.jsonl")}
-    plan.update(shapes=[[256, {}]], after_trial=True)
-    done = threading.Event()
-    thread = threading.Thread(target=lambda: (preload.run(plan, poll_s=0.01, give_up_s=0.05), done.set()))
-    thread.start()
-    assert not done.wait(0.3) and backend.calls == []  # the first trial compiles alone
-    preload.trial_compiled()
-    assert done.wait(30.0)
-    thread.join()
-    assert [n for n, _, _ in backend.calls] == [256]
-    # its first line says when the trial had compiled: the first compiling process starts after it
-    first = json.loads((tmp_path / "preload.jsonl").read_text().splitlines()[0])
-    assert first["trial_compiled"] is True and first["at"] > 0
-
-
 def test_the_workers_plan_is_the_first_trials_shapes_then_the_compilers_on_a_gpu_only(tmp_path: Path) -> None:
     cfg = validation.validate(config.load("locomotion", {}, has_gpu=True))
     plan = precompile.worker_plan(cfg, tmp_path, "gpu", has_gpu=True)
     compiled = precompile.shapes(cfg, ("buffer_donation",))
     # at once: the first trial's panel and its own shape (legged_gym's 4096 x 24, stock), then the compiler's others
-    assert plan is not None and plan["at_once"] == 2 and plan["after_trial"] is True
+    assert plan is not None and plan["at_once"] == 2
     assert plan["shapes"] == [compiled[0], (4096, {"buffer_donation": False}), *compiled[1:]]
     assert plan["ready"] == str(tmp_path.resolve() / "precompile.jsonl") and plan["profile"] == "gpu"
     assert plan["panel"] == cfg.target.eval_episodes and plan["policy"]["hidden"] == [128, 128, 128]
