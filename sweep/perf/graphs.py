@@ -23,9 +23,15 @@ from tensordict import TensorDict
 
 #: Eager steps before capture (allocations, autotuning, optimizer state).
 WARMUP_STEPS = 3
-#: Held while a graph is captured: a capture forbids every other thread's device calls (allocations, loading an
-#: executable), so a thread of the same process that makes them (:mod:`sweep.preload`) holds it around them.
+#: Held while a graph is captured, and by a thread of the same process around its own device work
+#: (:mod:`sweep.preload`), so that the two never overlap.
 CAPTURING = threading.Lock()
+#: The capture's ``cudaStreamCaptureMode``: only the capturing thread's unsafe calls (allocations, syncs) break it.
+#: In the default, "global", any thread's did: on one H200 a trial's capture failed ("operation failed due to a
+#: previous error during capture") while no other thread of the worker but JAX's own runtime was working, and the
+#: worker process died in its next trial (``benchmarks/RESULTS.md`` section 18: once among the 235 trials with
+#: the flag in the H200 ledgers of ``benchmarks/data``).
+CAPTURE_MODE = "thread_local"
 
 
 class _Batch:
@@ -104,7 +110,7 @@ class GraphedUpdate:
             self.alg.optimizer.zero_grad(set_to_none=True)
             self.update_graph = torch.cuda.CUDAGraph()
             self.stream.wait_stream(torch.cuda.current_stream(self.device))
-            with CAPTURING, torch.cuda.graph(self.update_graph, stream=self.stream):
+            with CAPTURING, torch.cuda.graph(self.update_graph, stream=self.stream, capture_error_mode=CAPTURE_MODE):
                 self._step_body()
         self.update_graph.replay()
 
