@@ -3,7 +3,8 @@
 Workers are stateless executors: each runs :func:`sweep.trial.run_trial` and streams every ledger
 row to a small hub actor; the driver drains the hub, writes the ledger and posts the planner's
 answer (continue / prune / stop), which the worker waits for at each checkpoint. A dead actor's
-trial is reported as lost and the actor is replaced.
+trial is reported as lost and the actor is replaced; so is a GPU actor whose trial failed, before it
+runs another (:attr:`WorkerPool.retire_failed`).
 """
 
 from __future__ import annotations
@@ -158,6 +159,11 @@ class WorkerPool:
         self.hub = _hub_class().remote()
         self.worker_cls = _worker_class()
         self.plan: dict | None = None  # env shapes each worker loads ahead of its trials (see preload)
+        # A trial that failed on a GPU may leave its process's device state broken (a CUDA error, a failed graph
+        # capture): on one H200 the next trial of such a worker died 0.6 s in (benchmarks/RESULTS.md section 19).
+        # So a GPU worker whose trial failed is replaced; the new one starts, and loads the plan, before its first
+        # trial. A CPU slot keeps its process.
+        self.retire_failed = use_gpu
         self.size = self._count()
         self.actors: list[Any] = [self._new_actor() for _ in range(self.size)]
         self.busy: dict[Any, tuple[int, Any]] = {}  # ObjectRef -> (trial number, actor)
@@ -222,9 +228,13 @@ class WorkerPool:
             for ref in done:
                 trial, actor = self.busy.pop(ref)
                 try:
-                    self.ray.get(ref)
+                    final = self.ray.get(ref)
                 except Exception as exc:  # actor death, or an error outside the trial
                     self._finished.append((trial, _one_line(exc)))
+                    self._replace(actor)
+                    continue
+                if self.retire_failed and final.get("state") == "failed":
+                    self.ray.kill(actor, no_restart=True)
                     self._replace(actor)
             if done:  # rows sent just before the trial returned
                 rows += self.ray.get(self.hub.drain.remote())
@@ -250,6 +260,7 @@ class WorkerPool:
 
     def _replace(self, actor: Any) -> None:
         self.actors = [a for a in self.actors if a is not actor]
+        self._nodes.pop(actor, None)
         self.actors.append(self._new_actor())
 
     def nodes(self) -> list[str]:

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import yaml
 from sweep import config as config_mod
 from sweep import validation
 from sweep.config import Workers
+from sweep.contract import CONTINUE, TrialConfig
 from sweep.ledger import last_rows, metrics, read_rows
 from sweep.planner import Planner
 from sweep.prices import resolve
@@ -124,6 +126,37 @@ def test_trials_side_by_side_never_spend_past_the_budget(tmp_path: Path) -> None
     assert sorted(t for t, r in ends.items() if r["billable_s"] > 0) == [0, 1]  # both capped at $30: no third fits
     assert sum(metrics(r)["usd"] for r in ends.values()) <= 70.0
     assert "budget" in planner.stopping, planner.stopping
+
+
+def test_a_gpu_worker_whose_trial_failed_is_replaced_before_the_next_trial(tmp_path: Path) -> None:
+    data = yaml.safe_load(space_file(tmp_path).read_text())
+    cfg = validation.validate(config_mod.compose({**data, "run_id": "retire"}, {}, "test", has_gpu=False))
+    pool = WorkerPool(Workers(num=1, cpus_per_trial=1), use_gpu=False)
+    try:
+        wait_ready(pool)
+        assert pool.retire_failed is False  # a CPU slot keeps its process
+        pool.retire_failed = True  # as on a GPU worker
+        price = resolve("custom", usd_per_hour=3600.0)
+        trial = TrialConfig(backend="replay", profile="recorded", backend_options=cfg.backend_options, device="cpu")
+        first = pool.actors[0]
+        pid = ray.get(first.__ray_call__.remote(lambda self: __import__("os").getpid()))
+        for number, num_envs in enumerate((128, 4096)):  # recorded, then not in the table (failed)
+            pool.submit(number, replace(trial, num_envs=num_envs, num_steps_per_env=16), "retire", price, "")
+            rows: list[dict] = []
+            while pool.busy:
+                pool.wait_rows(1.0)
+                for row in pool.drain_rows():
+                    rows.append(row)
+                    if row["state"] == "running":  # the planner's answer to each checkpoint
+                        pool.decide(row["trial"], row["iteration"], CONTINUE)
+            assert (rows[-1]["state"] == "failed") == (number == 1), rows[-1]
+            assert (pool.actors == [first]) == (number == 0)  # kept after a trial that ended, not after a failure
+        wait_ready(pool)  # the new worker runs
+        with pytest.raises(ray.exceptions.RayActorError):  # and the old one is gone, its process with it
+            ray.get(first.node.remote(), timeout=60)
+        assert ray.get(pool.actors[0].__ray_call__.remote(lambda self: __import__("os").getpid())) != pid
+    finally:
+        pool.shutdown()
 
 
 def test_a_sweep_starts_its_own_ray_beside_another_one_on_the_machine() -> None:
