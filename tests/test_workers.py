@@ -129,15 +129,14 @@ def test_trials_side_by_side_never_spend_past_the_budget(tmp_path: Path) -> None
 
 
 def test_a_gpu_worker_whose_trial_failed_is_replaced_before_the_next_trial(tmp_path: Path) -> None:
-    data = yaml.safe_load(space_file(tmp_path).read_text())
-    cfg = validation.validate(config_mod.compose({**data, "run_id": "retire"}, {}, "test", has_gpu=False))
+    options = yaml.safe_load(space_file(tmp_path).read_text())["backend_options"]  # a recorded table
     pool = WorkerPool(Workers(num=1, cpus_per_trial=1), use_gpu=False)
     try:
         wait_ready(pool)
         assert pool.retire_failed is False  # a CPU slot keeps its process
         pool.retire_failed = True  # as on a GPU worker
         price = resolve("custom", usd_per_hour=3600.0)
-        trial = TrialConfig(backend="replay", profile="recorded", backend_options=cfg.backend_options, device="cpu")
+        trial = TrialConfig(backend="replay", profile="recorded", backend_options=options, device="cpu")
         first = pool.actors[0]
         pid = ray.get(first.__ray_call__.remote(lambda self: __import__("os").getpid()))
         for number, num_envs in enumerate((128, 4096)):  # recorded, then not in the table (failed)
