@@ -7,13 +7,17 @@ seconds (every trial, pruned and failed included); "training" is simulation + po
 (``sweep.ledger.TRAINING_PHASES``); trials per dollar counts the trials that ran (billed > 0 s) over the study USD;
 the recommended config's mean USD to target is on equal terms over its seeds (``sweep.evidence``), with its seeds.
 Evaluation is also split pass by pass (:func:`pass_seconds`): the last pass of each trial that reached the target,
-which runs the whole episode whatever is done, and every other pass.
+which runs the whole episode whatever is done, and every other pass. The first trial's bill is split too
+(:func:`first_trial`), and ``--by-size`` adds a table of evaluation against training per training env count
+(:func:`by_size`).
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
+import yaml
 
 from sweep.ledger import TRAINING_PHASES, last_rows, metrics, read_rows
 from sweep.summary import summarize
@@ -46,6 +50,9 @@ def shares(run_dir: Path) -> dict[str, str]:
         "all non-training share": _pct(billable - training, billable),
         "trials per USD": f"{len(ran) / s.total_usd:.1f}" if s.total_usd > 0 else "-",
         "first trial's start-up s (its parts)": _startup(ends[0]) if ends else "-",
+        "first trial: one-time s, first round's training s, training s, billable s": _first(rows),
+        "failed trials": "; ".join(f"{r['trial']}: {_short(r['reason'])}" for r in ends if r["state"] == "failed")
+        or "none",
     }
     rec = s.recommendation
     if rec is None:
@@ -79,6 +86,62 @@ def pass_seconds(rows: list[dict]) -> tuple[float, float]:
     return last_reached, others
 
 
+def training_s(row: dict) -> float:
+    """A row's training seconds so far (:data:`sweep.ledger.TRAINING_PHASES`)."""
+    return sum(float(row["phases_s"].get(p, 0.0)) for p in TRAINING_PHASES)
+
+
+def first_trial(rows: list[dict]) -> tuple[float, float, float, float]:
+    """The study's first trial: (start-up + compilation s, training s up to its first checkpoint, training s, billable
+    s), from its last row and its first checkpoint's."""
+    mine = [r for r in rows if int(r["trial"]) == int(rows[0]["trial"])]
+    last, first = mine[-1], next((r for r in mine if r["state"] == "running"), mine[-1])
+    one_time = float(last["phases_s"].get("startup", 0.0)) + float(last["phases_s"].get("compile", 0.0))
+    return one_time, training_s(first), training_s(last), float(last["billable_s"])
+
+
+def by_size(rows: list[dict], eval_every_steps: int) -> dict[int, dict[str, float]]:
+    """Per training env count: trials, training s, evaluation s, passes, evaluation's share of training +
+    evaluation, and a round's mean training s (each trial's training s per iteration times the iterations of its
+    round, ``eval_every_steps / num_steps_per_env`` as :attr:`sweep.contract.TrialConfig.eval_every`)."""
+    by_trial: dict[int, list[dict]] = {}
+    for r in rows:
+        by_trial.setdefault(int(r["trial"]), []).append(r)
+    out: dict[int, dict[str, float]] = {}
+    for trial_rows in by_trial.values():
+        last, params = trial_rows[-1], trial_rows[-1]["params"]
+        if int(last.get("iteration", 0)) <= 0:
+            continue  # ended before an iteration: no round to speak of
+        size = out.setdefault(
+            int(params["num_envs"]), dict.fromkeys(("trials", "training_s", "eval_s", "passes", "round_s"), 0.0)
+        )
+        evals = [float(r["phases_s"].get("eval", 0.0)) for r in trial_rows]
+        size["trials"] += 1
+        size["training_s"] += training_s(last)
+        size["eval_s"] += float(last["phases_s"].get("eval", 0.0))
+        size["passes"] += sum(b > a for a, b in zip([0.0, *evals], evals, strict=False))
+        every = max(1, round(eval_every_steps / int(params["num_steps_per_env"])))
+        size["round_s"] += training_s(last) / int(last["iteration"]) * every
+    for size in out.values():
+        size["eval_share"] = size["eval_s"] / (size["training_s"] + size["eval_s"])
+        size["round_s"] /= size["trials"]
+    return out
+
+
+def flag_trials(rows: list[dict], flag: str) -> tuple[int, list[str]]:
+    """(trials that ran with ``flags.<flag>`` on, the reasons of those of them that failed)."""
+    on = [r for r in last_rows(rows).values() if r["params"].get(f"flags.{flag}") and float(r["billable_s"]) > 0]
+    return len(on), [r["reason"] for r in on if r["state"] == "failed"]
+
+
+def _first(rows: list[dict]) -> str:
+    return ", ".join(f"{x:.1f}" for x in first_trial(rows)) if rows else "-"
+
+
+def _short(reason: str, chars: int = 100) -> str:
+    return reason if len(reason) <= chars else reason[:chars].rstrip() + "..."
+
+
 def _startup(row: dict) -> str:
     """A trial's start-up seconds, with where they went where its rows say (``startup_parts_s``)."""
     parts = row.get("startup_parts_s") or {}
@@ -93,13 +156,34 @@ def _pct(part: float, whole: float) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path, help="run folders, each with a ledger.jsonl")
+    parser.add_argument("--by-size", action="store_true", help="also evaluation against training per env count")
+    parser.add_argument("--flag", help="only count, over all the runs, the trials with this perf flag on that failed")
     args = parser.parse_args()
+    if args.flag:
+        counts = [flag_trials(read_rows(run / "ledger.jsonl"), args.flag) for run in args.runs]
+        failed = [reason for _, reasons in counts for reason in reasons]
+        print(
+            f"{len(args.runs)} runs: {sum(n for n, _ in counts)} trials with flags.{args.flag} on, {len(failed)} failed"
+        )
+        for reason in failed:
+            print(f"  {_short(reason)}")
+        return
     columns = {str(run): shares(run) for run in args.runs}
     keys = list(next(iter(columns.values())))
     print("| | " + " | ".join(f"`{name}`" for name in columns) + " |")
     print("|---|" + "---|" * len(columns))
     for key in keys:
         print(f"| {key} | " + " | ".join(col.get(key, "-") for col in columns.values()) + " |")
+    if args.by_size:
+        print("\n| run | envs | trials | round training s (mean) | passes | evaluation s | of training + evaluation |")
+        print("|---|---|---|---|---|---|---|")
+        for run in args.runs:
+            every = int(yaml.safe_load((run / "config.yaml").read_text())["target"]["eval_every_steps"])
+            for n, f in sorted(by_size(read_rows(run / "ledger.jsonl"), every).items()):
+                print(
+                    f"| `{run.name}` | {n} | {f['trials']:.0f} | {f['round_s']:.2f} | {f['passes']:.0f} | "
+                    f"{f['eval_s']:.1f} | {100 * f['eval_share']:.1f}% |"
+                )
 
 
 if __name__ == "__main__":

@@ -21,3 +21,67 @@ def test_a_reached_trials_last_pass_is_told_from_its_other_passes() -> None:
     last_reached, others = benchmark("overhead_shares").pass_seconds(rows)
     assert last_reached == 1.5
     assert others == 1.0 + 0.5 + 0.75
+
+
+def ledger_row(trial: int, state: str, iteration: int, phases: dict, billable: float, envs: int = 4096) -> dict:
+    return {
+        "trial": trial,
+        "state": state,
+        "iteration": iteration,
+        "phases_s": phases,
+        "billable_s": billable,
+        "params": {"num_envs": envs, "num_steps_per_env": 24},
+    }
+
+
+def test_the_first_trials_bill_and_each_sizes_rounds_come_from_the_rows() -> None:
+    shares = benchmark("overhead_shares")
+    cold = {"startup": 20.0, "compile": 10.0}
+    rows = [
+        ledger_row(0, "running", 10, {**cold, "sim": 4.0, "policy": 1.0, "learn": 1.0}, 36.0),
+        ledger_row(0, "running", 20, {**cold, "sim": 8.0, "policy": 2.0, "learn": 2.0, "eval": 1.5}, 43.5),
+        ledger_row(0, "reached", 20, {**cold, "sim": 8.0, "policy": 2.0, "learn": 2.0, "eval": 1.5}, 43.5),
+        ledger_row(1, "running", 10, {"sim": 2.0, "learn": 1.0, "eval": 0.5}, 3.5, envs=1024),
+        ledger_row(1, "capped", 10, {"sim": 2.0, "learn": 1.0, "eval": 1.0}, 4.0, envs=1024),
+        ledger_row(2, "failed", 0, {"learn": 0.1}, 0.1, envs=1024),  # ended before an iteration: left out
+    ]
+    # one-time s, training s up to the first checkpoint, training s, billable s
+    assert shares.first_trial(rows) == (30.0, 6.0, 12.0, 43.5)
+    sizes = shares.by_size(rows, eval_every_steps=240)  # 10 iterations of 24 steps per round
+    assert sizes[4096] == {
+        "trials": 1,
+        "training_s": 12.0,
+        "eval_s": 1.5,
+        "passes": 1,
+        "round_s": 6.0,  # 12 s over 20 iterations, times 10
+        "eval_share": 1.5 / 13.5,
+    }
+    assert sizes[1024]["trials"] == 1 and sizes[1024]["passes"] == 2 and sizes[1024]["round_s"] == 3.0
+
+
+def test_trials_with_a_flag_are_counted_with_the_reasons_of_those_that_failed() -> None:
+    rows = [
+        {"trial": 0, "state": "reached", "billable_s": 9.0, "reason": "", "params": {"flags.cuda_graph_update": True}},
+        {
+            "trial": 1,
+            "state": "failed",
+            "billable_s": 0.2,
+            "reason": "CUDA error",
+            "params": {"flags.cuda_graph_update": True},
+        },
+        {
+            "trial": 2,
+            "state": "failed",
+            "billable_s": 0.3,
+            "reason": "NaN",
+            "params": {"flags.cuda_graph_update": False},
+        },
+        {
+            "trial": 3,
+            "state": "failed",
+            "billable_s": 0.0,
+            "reason": "never ran",
+            "params": {"flags.cuda_graph_update": True},
+        },
+    ]
+    assert benchmark("overhead_shares").flag_trials(rows, "cuda_graph_update") == (2, ["CUDA error"])

@@ -30,7 +30,7 @@ CAPTURING = threading.Lock()
 #: In the default, "global", any thread's did: on one H200 a trial's capture failed ("operation failed due to a
 #: previous error during capture") while no other thread of the worker but JAX's own runtime was working, and the
 #: worker process died in its next trial (``benchmarks/RESULTS.md`` section 19: once among the 235 trials with
-#: the flag in the H200 ledgers of ``benchmarks/data``).
+#: the flag in the H200 run folders of ``benchmarks/data``).
 CAPTURE_MODE = "thread_local"
 
 
