@@ -72,18 +72,28 @@ def shares(run_dir: Path) -> dict[str, str]:
 
 def pass_seconds(rows: list[dict]) -> tuple[float, float]:
     """(seconds of the last pass of each trial that reached the target, seconds of every other pass), from each
-    trial's rows in ledger order: a pass is a rise of the trial's 'eval' phase between two of its rows."""
-    by_trial: dict[int, list[dict]] = {}
-    for r in rows:
-        by_trial.setdefault(int(r["trial"]), []).append(r)
+    trial's rows in ledger order (:func:`passes`)."""
     last_reached = others = 0.0
-    for trial_rows in by_trial.values():
-        evals = [float(r["phases_s"].get("eval", 0.0)) for r in trial_rows]
-        rises = [b - a for a, b in zip([0.0, *evals], evals, strict=False) if b > a]
+    for trial_rows in by_trial(rows).values():
+        rises = passes(trial_rows)
         if rises and trial_rows[-1]["state"] == "reached":
             last_reached += rises.pop()
         others += sum(rises)
     return last_reached, others
+
+
+def by_trial(rows: list[dict]) -> dict[int, list[dict]]:
+    """Each trial's rows, in ledger order."""
+    out: dict[int, list[dict]] = {}
+    for r in rows:
+        out.setdefault(int(r["trial"]), []).append(r)
+    return out
+
+
+def passes(trial_rows: list[dict]) -> list[float]:
+    """The seconds of each of a trial's passes: each rise of its 'eval' phase between two of its rows."""
+    evals = [float(r["phases_s"].get("eval", 0.0)) for r in trial_rows]
+    return [b - a for a, b in zip([0.0, *evals], evals, strict=False) if b > a]
 
 
 def training_s(row: dict) -> float:
@@ -94,7 +104,7 @@ def training_s(row: dict) -> float:
 def first_trial(rows: list[dict]) -> tuple[float, float, float, float]:
     """The study's first trial: (start-up + compilation s, training s up to its first checkpoint, training s, billable
     s), from its last row and its first checkpoint's."""
-    mine = [r for r in rows if int(r["trial"]) == int(rows[0]["trial"])]
+    mine = by_trial(rows)[int(rows[0]["trial"])]
     last, first = mine[-1], next((r for r in mine if r["state"] == "running"), mine[-1])
     one_time = float(last["phases_s"].get("startup", 0.0)) + float(last["phases_s"].get("compile", 0.0))
     return one_time, training_s(first), training_s(last), float(last["billable_s"])
@@ -104,22 +114,18 @@ def by_size(rows: list[dict], eval_every_steps: int) -> dict[int, dict[str, floa
     """Per training env count: trials, training s, evaluation s, passes, evaluation's share of training +
     evaluation, and a round's mean training s (each trial's training s per iteration times the iterations of its
     round, ``eval_every_steps / num_steps_per_env`` as :attr:`sweep.contract.TrialConfig.eval_every`)."""
-    by_trial: dict[int, list[dict]] = {}
-    for r in rows:
-        by_trial.setdefault(int(r["trial"]), []).append(r)
     out: dict[int, dict[str, float]] = {}
-    for trial_rows in by_trial.values():
+    for trial_rows in by_trial(rows).values():
         last, params = trial_rows[-1], trial_rows[-1]["params"]
         if int(last.get("iteration", 0)) <= 0:
             continue  # ended before an iteration: no round to speak of
         size = out.setdefault(
             int(params["num_envs"]), dict.fromkeys(("trials", "training_s", "eval_s", "passes", "round_s"), 0.0)
         )
-        evals = [float(r["phases_s"].get("eval", 0.0)) for r in trial_rows]
         size["trials"] += 1
         size["training_s"] += training_s(last)
         size["eval_s"] += float(last["phases_s"].get("eval", 0.0))
-        size["passes"] += sum(b > a for a, b in zip([0.0, *evals], evals, strict=False))
+        size["passes"] += len(passes(trial_rows))
         every = max(1, round(eval_every_steps / int(params["num_steps_per_env"])))
         size["round_s"] += training_s(last) / int(last["iteration"]) * every
     for size in out.values():
