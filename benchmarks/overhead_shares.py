@@ -9,12 +9,14 @@ the recommended config's mean USD to target is on equal terms over its seeds (``
 Evaluation is also split pass by pass (:func:`pass_seconds`): the last pass of each trial that reached the target,
 which runs the whole episode whatever is done, and every other pass. The first trial's bill is split too
 (:func:`first_trial`), and ``--by-size`` adds a table of evaluation against training per training env count
-(:func:`by_size`).
+(:func:`by_size`). ``--every-other`` estimates from each ledger what passes at every other due checkpoint would
+have cost (:func:`every_other`).
 """
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -140,6 +142,80 @@ def flag_trials(rows: list[dict], flag: str) -> tuple[int, list[str]]:
     return len(on), [r["reason"] for r in on if r["state"] == "failed"]
 
 
+@dataclass
+class Estimate:
+    """Seconds of a sweep now and under the policy: billable, held-out evaluation, training."""
+
+    billable_s: float
+    eval_s: float
+    training_s: float
+    new_billable_s: float
+    new_eval_s: float
+    new_training_s: float
+    extra_rounds: int
+    passes: int
+    new_passes: int
+
+
+def trial_passes(trial_rows: list[dict]) -> list[tuple[float, bool, float]]:
+    """(seconds, reached, training s of the round before it) of each pass a trial ran, in order."""
+    out: list[tuple[float, bool, float]] = []
+    last_eval = last_training = 0.0
+    for r in trial_rows:
+        spent = float(r["phases_s"].get("eval", 0.0))
+        trained = training_s(r)
+        if spent > last_eval:
+            out.append((spent - last_eval, r["state"] == "reached", trained - last_training))
+        last_eval, last_training = max(last_eval, spent), trained
+    # the end row repeats its checkpoint's phases: a reached trial's verdict is on its end row, not the checkpoint's
+    if trial_rows[-1]["state"] == "reached" and out:
+        out[-1] = (out[-1][0], True, out[-1][2])
+    return out
+
+
+def every_other(rows: list[dict]) -> Estimate:
+    """The sweep's seconds now, and as estimated under this policy: of a trial's checkpoints whose pass was due (the
+    ones where a pass ran), run the pass at the 1st, 3rd, 5th ... and skip the others, keeping the policy's weights
+    of a skipped one; a trial's last pass (its cap's, or its end's) always runs. When a pass reaches the target, the
+    skipped checkpoint just before it is evaluated too (a look back), so that the trial's cost to the target is
+    measured at the same checkpoint as now. When the first pass that reached was one the policy skips, the trial
+    trains one round more, and that round's pass and the look back at the skipped one both run.
+
+    Taken from the ledger as they ran: the trials, each pass's seconds and verdict, each round's training seconds
+    (the round before the stop, for the extra one). Assumed: the extra round's pass reaches (the skipped one before
+    it did), and it costs what the reaching pass cost. The planner's answers are taken as they came, though fewer
+    points on a curve may change when it prunes: an estimate, not a replay."""
+    ends = list(last_rows(rows).values())
+    billable = sum(float(r["billable_s"]) for r in ends)
+    eval_now = sum(float(r["phases_s"].get("eval", 0.0)) for r in ends)
+    training_now = sum(sum(float(r["phases_s"].get(p, 0.0)) for p in TRAINING_PHASES) for r in ends)
+    eval_new, extra_s, extra_rounds, n_now, n_new = 0.0, 0.0, 0, 0, 0
+    for trial_rows in by_trial(rows).values():
+        passes = trial_passes(trial_rows)
+        n_now += len(passes)
+        if not passes:
+            continue
+        reached = passes[-1][1]
+        last = len(passes) - 1  # 0-based index of the trial's last pass
+        kept = [i for i in range(len(passes)) if i % 2 == 0 or i == last]
+        if reached and last % 2 == 1:  # the reaching pass is one the policy skips: one round more
+            seconds, _, round_s = passes[last]
+            kept = [i for i in kept if i != last]
+            eval_new += sum(passes[i][0] for i in kept) + seconds + seconds  # the extra round's pass, the look back
+            n_new += len(kept) + 2
+            extra_s += round_s
+            extra_rounds += 1
+            continue
+        if reached and last >= 1 and (last - 1) not in kept:  # look back at the skipped checkpoint before it
+            kept.append(last - 1)
+        eval_new += sum(passes[i][0] for i in kept)
+        n_new += len(kept)
+    new_billable = billable - eval_now + eval_new + extra_s
+    return Estimate(
+        billable, eval_now, training_now, new_billable, eval_new, training_now + extra_s, extra_rounds, n_now, n_new
+    )
+
+
 def _first(rows: list[dict]) -> str:
     return ", ".join(f"{x:.1f}" for x in first_trial(rows)) if rows else "-"
 
@@ -164,7 +240,23 @@ def main() -> None:
     parser.add_argument("runs", nargs="+", type=Path, help="run folders, each with a ledger.jsonl")
     parser.add_argument("--by-size", action="store_true", help="also evaluation against training per env count")
     parser.add_argument("--flag", help="only count, over all the runs, the trials with this perf flag on that failed")
+    parser.add_argument("--every-other", action="store_true", help="only estimate passes at every other checkpoint")
     args = parser.parse_args()
+    if args.every_other:
+        print(
+            "| run | billable s now, estimated | evaluation share now, estimated | non-training share now, estimated "
+            "| passes now, estimated | extra rounds |"
+        )
+        print("|---|---|---|---|---|---|")
+        for run in args.runs:
+            e = every_other(read_rows(run / "ledger.jsonl"))
+            print(
+                f"| `{run.name}` | {e.billable_s:.1f}, {e.new_billable_s:.1f} | {_pct(e.eval_s, e.billable_s)}, "
+                f"{_pct(e.new_eval_s, e.new_billable_s)} | {_pct(e.billable_s - e.training_s, e.billable_s)}, "
+                f"{_pct(e.new_billable_s - e.new_training_s, e.new_billable_s)} | {e.passes}, {e.new_passes} | "
+                f"{e.extra_rounds} |"
+            )
+        return
     if args.flag:
         counts = [flag_trials(read_rows(run / "ledger.jsonl"), args.flag) for run in args.runs]
         failed = [reason for _, reasons in counts for reason in reasons]

@@ -17,6 +17,7 @@ def benchmark(name: str):
     """``benchmarks/<name>.py`` as a module (benchmark logic that tests check)."""
     spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     bench = importlib.util.module_from_spec(spec)
+    sys.modules[name] = bench  # as an import would: dataclasses look their module up there
     spec.loader.exec_module(bench)
     return bench
 

@@ -85,3 +85,25 @@ def test_trials_with_a_flag_are_counted_with_the_reasons_of_those_that_failed() 
         },
     ]
     assert benchmark("overhead_shares").flag_trials(rows, "cuda_graph_update") == (2, ["CUDA error"])
+
+
+def test_passes_at_every_other_due_checkpoint_are_estimated_with_the_look_back_and_the_extra_round() -> None:
+    def rows_of(trial: int, end: str, evals: list[float]) -> list[dict]:
+        # one row per checkpoint, 4 s of training per round, then the end row repeating the last checkpoint
+        out = [
+            ledger_row(trial, "running", 10 * (i + 1), {"sim": 4.0 * (i + 1), "eval": e}, 5.0 * (i + 1))
+            for i, e in enumerate(evals)
+        ]
+        return [*out, {**out[-1], "state": end}]
+
+    rows = [
+        *rows_of(0, "reached", [1.0, 2.0, 3.5]),  # 3 passes, the 3rd (kept) reached: look back at the 2nd
+        *rows_of(1, "reached", [1.0, 2.5]),  # the 2nd reached but is skipped: one more round, its pass, a look back
+        *rows_of(2, "capped", [1.0, 2.0, 3.0, 4.0]),  # the 2nd is skipped; the cap's (4th) always runs
+    ]
+    e = benchmark("overhead_shares").every_other(rows)
+    assert (e.passes, e.new_passes, e.extra_rounds) == (9, 3 + 3 + 3, 1)
+    assert e.eval_s == 3.5 + 2.5 + 4.0
+    assert e.new_eval_s == 3.5 + (1.0 + 1.5 + 1.5) + (4.0 - 1.0)
+    assert e.new_billable_s == e.billable_s - e.eval_s + e.new_eval_s + 4.0  # the extra round's training
+    assert e.new_training_s == e.training_s + 4.0
