@@ -188,27 +188,27 @@ def every_other(rows: list[dict]) -> Estimate:
     ends = list(last_rows(rows).values())
     billable = sum(float(r["billable_s"]) for r in ends)
     eval_now = sum(float(r["phases_s"].get("eval", 0.0)) for r in ends)
-    training_now = sum(sum(float(r["phases_s"].get(p, 0.0)) for p in TRAINING_PHASES) for r in ends)
+    training_now = sum(training_s(r) for r in ends)
     eval_new, extra_s, extra_rounds, n_now, n_new = 0.0, 0.0, 0, 0, 0
     for trial_rows in by_trial(rows).values():
-        passes = trial_passes(trial_rows)
-        n_now += len(passes)
-        if not passes:
+        ran = trial_passes(trial_rows)
+        n_now += len(ran)
+        if not ran:
             continue
-        reached = passes[-1][1]
-        last = len(passes) - 1  # 0-based index of the trial's last pass
-        kept = [i for i in range(len(passes)) if i % 2 == 0 or i == last]
+        reached = ran[-1][1]
+        last = len(ran) - 1  # 0-based index of the trial's last pass
+        kept = [i for i in range(len(ran)) if i % 2 == 0 or i == last]
         if reached and last % 2 == 1:  # the reaching pass is one the policy skips: one round more
-            seconds, _, round_s = passes[last]
+            seconds, _, round_s = ran[last]
             kept = [i for i in kept if i != last]
-            eval_new += sum(passes[i][0] for i in kept) + seconds + seconds  # the extra round's pass, the look back
+            eval_new += sum(ran[i][0] for i in kept) + seconds + seconds  # the extra round's pass, the look back
             n_new += len(kept) + 2
             extra_s += round_s
             extra_rounds += 1
             continue
         if reached and last >= 1 and (last - 1) not in kept:  # look back at the skipped checkpoint before it
             kept.append(last - 1)
-        eval_new += sum(passes[i][0] for i in kept)
+        eval_new += sum(ran[i][0] for i in kept)
         n_new += len(kept)
     new_billable = billable - eval_now + eval_new + extra_s
     return Estimate(
