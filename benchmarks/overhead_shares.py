@@ -77,7 +77,7 @@ def pass_seconds(rows: list[dict]) -> tuple[float, float]:
     trial's rows in ledger order (:func:`passes`)."""
     last_reached = others = 0.0
     for trial_rows in by_trial(rows).values():
-        rises = passes(trial_rows)
+        rises = [seconds for seconds, _ in passes(trial_rows)]
         if rises and trial_rows[-1]["state"] == "reached":
             last_reached += rises.pop()
         others += sum(rises)
@@ -92,10 +92,15 @@ def by_trial(rows: list[dict]) -> dict[int, list[dict]]:
     return out
 
 
-def passes(trial_rows: list[dict]) -> list[float]:
-    """The seconds of each of a trial's passes: each rise of its 'eval' phase between two of its rows."""
-    evals = [float(r["phases_s"].get("eval", 0.0)) for r in trial_rows]
-    return [b - a for a, b in zip([0.0, *evals], evals, strict=False) if b > a]
+def passes(trial_rows: list[dict]) -> list[tuple[float, float]]:
+    """(seconds, training s of the round before it) of each of a trial's passes: each rise of its 'eval' phase
+    between two of its rows."""
+    out: list[tuple[float, float]] = []
+    for before, row in zip([{"phases_s": {}}, *trial_rows], trial_rows, strict=False):
+        rise = float(row["phases_s"].get("eval", 0.0)) - float(before["phases_s"].get("eval", 0.0))
+        if rise > 0:
+            out.append((rise, training_s(row) - training_s(before)))
+    return out
 
 
 def training_s(row: dict) -> float:
@@ -157,22 +162,6 @@ class Estimate:
     new_passes: int
 
 
-def trial_passes(trial_rows: list[dict]) -> list[tuple[float, bool, float]]:
-    """(seconds, reached, training s of the round before it) of each pass a trial ran, in order."""
-    out: list[tuple[float, bool, float]] = []
-    last_eval = last_training = 0.0
-    for r in trial_rows:
-        spent = float(r["phases_s"].get("eval", 0.0))
-        trained = training_s(r)
-        if spent > last_eval:
-            out.append((spent - last_eval, r["state"] == "reached", trained - last_training))
-        last_eval, last_training = max(last_eval, spent), trained
-    # the end row repeats its checkpoint's phases: a reached trial's verdict is on its end row, not the checkpoint's
-    if trial_rows[-1]["state"] == "reached" and out:
-        out[-1] = (out[-1][0], True, out[-1][2])
-    return out
-
-
 def every_other(rows: list[dict]) -> Estimate:
     """The sweep's seconds now, and as estimated under this policy: of a trial's checkpoints whose pass was due (the
     ones where a pass ran), run the pass at the 1st, 3rd, 5th ... and skip the others, keeping the policy's weights
@@ -191,15 +180,15 @@ def every_other(rows: list[dict]) -> Estimate:
     training_now = sum(training_s(r) for r in ends)
     eval_new, extra_s, extra_rounds, n_now, n_new = 0.0, 0.0, 0, 0, 0
     for trial_rows in by_trial(rows).values():
-        ran = trial_passes(trial_rows)
+        ran = passes(trial_rows)
         n_now += len(ran)
         if not ran:
             continue
-        reached = ran[-1][1]
+        reached = trial_rows[-1]["state"] == "reached"  # its verdict is its last pass's
         last = len(ran) - 1  # 0-based index of the trial's last pass
         kept = [i for i in range(len(ran)) if i % 2 == 0 or i == last]
         if reached and last % 2 == 1:  # the reaching pass is one the policy skips: one round more
-            seconds, _, round_s = ran[last]
+            seconds, round_s = ran[last]
             kept = [i for i in kept if i != last]
             eval_new += sum(ran[i][0] for i in kept) + seconds + seconds  # the extra round's pass, the look back
             n_new += len(kept) + 2

@@ -234,7 +234,6 @@ class WorkerPool:
                     self._replace(actor)
                     continue
                 if self.retire_failed and final.get("state") == "failed":
-                    self.ray.kill(actor, no_restart=True)
                     self._replace(actor)
             if done:  # rows sent just before the trial returned
                 rows += self.ray.get(self.hub.drain.remote())
@@ -259,6 +258,8 @@ class WorkerPool:
         self.busy.clear()
 
     def _replace(self, actor: Any) -> None:
+        """End ``actor`` (dead already, or retired) and start a new one in its place."""
+        self.ray.kill(actor, no_restart=True)
         self.actors = [a for a in self.actors if a is not actor]
         self._nodes.pop(actor, None)
         self.actors.append(self._new_actor())
