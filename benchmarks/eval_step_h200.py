@@ -30,6 +30,8 @@ SETTINGS = {
     "command_buffers": "--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,CONDITIONAL,WHILE "
     "--xla_gpu_graph_min_graph_size=1",
     "autotune_0": "--xla_gpu_autotune_level=0",
+    # XLA's compilation on 16 threads (the H200 machine's cores)
+    "parallel_compile": "--xla_gpu_force_compilation_parallelism=16",
 }
 PANEL, TRAIN_ENVS, SCAN_STEPS, REPEATS = 256, 4096, 50, 4
 

@@ -8,6 +8,7 @@ never meet. The panel is the same for every trial, which makes trials comparable
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -102,7 +103,11 @@ CHECK_EVERY = 50
 
 @torch.inference_mode()
 def evaluate(
-    policy: torch.nn.Module | MlpPolicy, env: TaskEnv, seeds: list[int], target: float | None = None
+    policy: torch.nn.Module | MlpPolicy,
+    env: TaskEnv,
+    seeds: list[int],
+    target: float | None = None,
+    on_check: Callable[[int, torch.Tensor, torch.Tensor], None] | None = None,
 ) -> EvalResult:
     """Run one episode per seed with the deterministic policy (the action mean) and count successes.
 
@@ -136,6 +141,8 @@ def evaluate(
                 if "cannot_succeed" in extras:  # decided failures finish now (their later end cannot count as success)
                     finished |= extras["cannot_succeed"].bool()
         steps += n
+        if on_check is not None:
+            on_check(steps, finished, success)
         if n < CHECK_EVERY:
             break
         if bool(finished.all()):  # a host sync, so only now and then
