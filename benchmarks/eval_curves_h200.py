@@ -63,7 +63,9 @@ def curve(cfg: TrialConfig, after: int, cap_s: float, write) -> None:
             checks: list[list[float]] = []
             t = time.perf_counter()
 
-            def record(steps: int, finished: torch.Tensor, success: torch.Tensor, t: float = t) -> None:
+            def record(
+                steps: int, finished: torch.Tensor, success: torch.Tensor, t: float = t, checks: list = checks
+            ) -> None:
                 wins, losses = int(success.sum()), int((finished & ~success).sum())
                 checks.append([steps, wins, losses, time.perf_counter() - t])
 
