@@ -25,7 +25,7 @@ from sweep import perf
 from sweep.contract import TrialConfig
 from sweep.evaluation import evaluate, warm_up_panel
 from sweep.ledger import PhaseClock
-from sweep.trial import build
+from sweep.trial import build, device_sync
 
 #: The space's third initial config's flags (sweep/spaces/locomotion.yaml): every flag on, the cache on.
 FLAGS = {
@@ -44,7 +44,9 @@ def curve(cfg: TrialConfig, after: int, cap_s: float, write) -> None:
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     with ExitStack() as stack:
         t0 = time.perf_counter()
-        built = build(cfg, PhaseClock(), None, 0, stack)
+        clock = PhaseClock()
+        built = build(cfg, clock, None, 0, stack)
+        clock.sync = device_sync(built.device, built.env)  # as a trial sets it: phases end on the device's work
         built.ahead.join()
         built.env.warm_up()
         perf.warm_up(built.alg, built.env, built.flags)
