@@ -83,6 +83,7 @@ def curve(cfg: TrialConfig, after: int, cap_s: float, write) -> None:
                     "round_s": round_s,
                     "train_success": built.trainer.train_success(),
                     "success": result.rate,
+                    "episodes": result.episodes,
                     "pass_s": pass_s,
                     "checks": checks,
                     "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",

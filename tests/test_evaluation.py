@@ -132,6 +132,25 @@ def test_a_pass_that_falls_early_stops_at_the_first_check() -> None:
     assert result.rate == 0.0 and result.rate_max == pytest.approx(44 / 64)
 
 
+def test_each_check_of_a_full_pass_is_reported_with_the_counts_so_far() -> None:
+    """What a benchmark reads off a full pass (``on_check``): every check's steps and masks, the last one's counts
+    being the pass's own."""
+    import torch
+
+    from sweep.evaluation import evaluate
+
+    fall = [60] * 10 + [None] * 54  # 10 fall at step 60; of the rest, the first 40 succeed at the time limit
+    seen = []
+    result = evaluate(
+        torch.nn.Identity(),
+        ScriptedPanel(fall, [i < 50 for i in range(64)], 200),
+        panel_seeds(64),
+        on_check=lambda steps, finished, success: seen.append((steps, int(finished.sum()), int(success.sum()))),
+    )
+    assert seen == [(50, 0, 0), (100, 10, 0), (150, 10, 0), (200, 64, 40)]
+    assert result.successes == 40 and not result.decided_early
+
+
 def test_an_untrained_policy_on_the_real_task_is_decided_early_with_the_full_verdict() -> None:
     """The embedded task, a fresh policy: the pass stops long before the time limit, with the same verdict."""
     from sweep.evaluation import evaluate
