@@ -68,15 +68,16 @@ def first_reached(rows: list[dict], target: float = TARGET) -> int | None:
 
 
 def run_rule(
-    rows: list[dict], gate: float, oracle: bool = False, target: float = TARGET
+    rows: list[dict], gate: float, oracle: bool = False, target: float = TARGET, signal: str = "train_success"
 ) -> tuple[float, float, list[int], int | None]:
     """Training s, pass s, the steps of each pass run and the detecting checkpoint (None: never) of one curve under
-    a gate on the training episodes' success share (``oracle``: only the first reaching pass)."""
+    a gate on a training-side ``signal`` (the training episodes' success share, or another the curves recorded;
+    missing counts as 0) (``oracle``: only the first reaching pass)."""
     training, evaluation, steps = 0.0, 0.0, []
     first = first_reached(rows, target)
     for row in rows:
         training += row["round_s"]
-        due = row["checkpoint"] == first if oracle else (row["train_success"] or 0.0) >= gate
+        due = row["checkpoint"] == first if oracle else (row.get(signal) or 0.0) >= gate
         if not due:
             continue
         if row["success"] >= target:
@@ -87,12 +88,14 @@ def run_rule(
     return training, evaluation, steps, None
 
 
-def cost(curves: dict[tuple[str, int], list[dict]], gate: float, oracle: bool = False) -> Cost:
+def cost(
+    curves: dict[tuple[str, int], list[dict]], gate: float, oracle: bool = False, signal: str = "train_success"
+) -> Cost:
     training = evaluation = 0.0
     passes = delays = undetected = 0
     below: list[int] = []
     for rows in curves.values():
-        t, e, steps, at = run_rule(rows, gate, oracle)
+        t, e, steps, at = run_rule(rows, gate, oracle, signal=signal)
         passes += len(steps)
         below += steps if at is None else steps[:-1]
         if at is None:
@@ -107,6 +110,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("curves", type=Path)
     parser.add_argument("--gates", type=float, nargs="+", default=[0.0, 0.2, 0.4, 0.5, 0.6, 0.7])
+    parser.add_argument("--signal", default="train_success", help="the training-side signal the gates read")
     args = parser.parse_args()
     curves = load(args.curves)
     print(f"{len(curves)} curves: " + ", ".join(f"{s} seed {d}" for s, d in curves))
@@ -122,7 +126,8 @@ def main() -> None:
         "| steps of the passes below the target (of 500), median |"
     )
     print("|---|---|---|---|---|---|---|---|")
-    rules = [(f"gate {g}", cost(curves, g)) for g in args.gates] + [("oracle", cost(curves, 0.0, oracle=True))]
+    rules = [(f"gate {g} on {args.signal}", cost(curves, g, signal=args.signal)) for g in args.gates]
+    rules.append(("oracle", cost(curves, 0.0, oracle=True)))
     for name, c in rules:
         print(
             f"| {name} | {c.training_s:.1f} | {c.eval_s:.1f} | {100 * c.eval_share:.1f}% | {c.passes} | {c.delays} "
