@@ -39,22 +39,6 @@ FLAGS = {
 }
 
 
-def on_track(env: object, min_steps: int) -> float | None:
-    """Share of the training envs at least ``min_steps`` into their episode whose mean tracking error so far is under
-    the profile's success threshold (those that fell have restarted): a training-side signal of the policy as it is
-    now, not of the episodes that ended, read once from the device. None for an env without that state."""
-    import numpy as np
-
-    state, params = getattr(env, "_state", None), getattr(env, "params", None)
-    if state is None or params is None:
-        return None
-    steps, errors = np.asarray(state.steps), np.asarray(state.err_sum)
-    running = steps >= min_steps
-    if not running.any():
-        return None
-    return float((errors[running] / steps[running] < params.success_threshold_mps).mean())
-
-
 def curve(cfg: TrialConfig, after: int, cap_s: float, write) -> None:
     """Train ``cfg`` round by round with a full pass after each; ``write`` gets one dict per checkpoint."""
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
@@ -79,7 +63,7 @@ def curve(cfg: TrialConfig, after: int, cap_s: float, write) -> None:
             trained_s += round_s
             built.trainer.take_mean_return()
             checks: list[list[float]] = []
-            signals = {"on_track_100": on_track(built.env, 100), "on_track_250": on_track(built.env, 250)}
+            signals = {f"on_track_{n}": built.env.on_track_share(n) for n in (100, 250)}
             t = time.perf_counter()
 
             def record(

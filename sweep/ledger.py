@@ -87,6 +87,11 @@ class Row:
     train_success: float | None = None
     """Training side: success share of the training episodes finished since the last row (stochastic policy);
     a signal of progress, never the held-out measure (None where the runner does not count it)."""
+    on_track: float | None = None
+    """Training side, at this checkpoint: the share of the training envs at least 100 control steps into an episode
+    that would count as a success if it ended now (:meth:`sweep.backends.base.TaskEnv.on_track_share`; stochastic
+    policy). It follows the policy as it is, where ``train_success`` lags it by the episodes still running; not the
+    held-out measure either (None where the env does not say)."""
     reason: str = ""
     """Why the trial ended this way (failed / pruned / capped)."""
     device: str = ""
@@ -127,6 +132,7 @@ PROGRESS_FIELDS = (
     "skipped_updates",
     "mean_return",
     "train_success",
+    "on_track",
     "device",
     "gpu",
     "checkpoint",

@@ -23,6 +23,7 @@ _ROW_SCALARS = {
     "success_max": "held_out/success_max",
     "mean_return": "train/mean_return",
     "train_success": "train/success",
+    "on_track": "train/on_track",
 }
 
 

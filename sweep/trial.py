@@ -205,6 +205,7 @@ def train(cfg: TrialConfig, built: Built, clock: PhaseClock, log: TrialLog) -> R
         progress["skipped_updates"] = perf.skipped_updates(built.alg)
         progress["mean_return"] = getattr(built.trainer, "take_mean_return", lambda: None)()
         progress["train_success"] = getattr(built.trainer, "train_success", lambda: None)()
+        progress["on_track"] = built.env.on_track_share(ON_TRACK_MIN_STEPS)
         capped = cap_reached(cfg, clock.billable_s(), clock.seconds)
         if capped or pass_due(progress["train_success"], cfg.eval_gate):  # the cap's pass: nothing goes unevaluated
             result = evaluate_once(cfg, built, clock)
@@ -237,6 +238,11 @@ def evaluate_once(cfg: TrialConfig, built: Built, clock: PhaseClock) -> EvalResu
         built.panel_compiled = True
     with clock.phase("eval"):
         return evaluate(policy, built.eval_env, built.seeds, target=cfg.target)
+
+
+#: Control steps an episode must have run to count in a checkpoint's on-track share (2 s of simulated time on the
+#: embedded task): shorter ones say little of how the episode will end.
+ON_TRACK_MIN_STEPS = 100
 
 
 #: A checkpoint whose held-out pass was skipped (:func:`sweep.evaluation.pass_due`): no bounds, zero episodes.

@@ -123,3 +123,17 @@ def test_a_pass_in_the_envs_own_loop_counts_as_one_stepped_from_python() -> None
         assert fused == evaluate(policy, panel, panel_seeds(64), target=target)
         results[target] = fused
     assert 0 < results[None].successes < 64, results  # (passes stopped early: tests/test_evaluation.py)
+
+
+def test_the_on_track_share_is_the_success_rule_applied_to_the_episodes_under_way() -> None:
+    """What a checkpoint records beside its pass (``on_track``): of the episodes at least ``min_steps`` in, the share
+    that the step's own success rule would pass if they ended now; None while none is that far in."""
+    env = MjxLocomotionEnv(32, seed=4, device="cpu", params=with_overrides("cpu", episode_steps=400))
+    zeros = torch.zeros(32, NUM_ACTIONS)
+    assert env.on_track_share(10) is None
+    for _ in range(12):
+        _, _, _, extras = env.step(zeros)
+    running = env.episode_length_buf >= 10
+    assert running.any()
+    assert env.on_track_share(10) == pytest.approx(extras["success"][running].float().mean().item())
+    assert env.on_track_share(13) is None

@@ -69,6 +69,7 @@ def test_tiny_real_ppo_run_improves_return(tmp_path: Path) -> None:
         assert 0 <= r.success_lo <= r.success_hi <= 1
         assert r.train_success is None or 0 <= r.train_success <= 1
     assert any(r.train_success is not None for r in checkpoints)  # training episodes finished and were counted
+    assert all(0 <= r.on_track <= 1 for r in checkpoints)  # the embedded env says, at every checkpoint
     m = metrics(final.__dict__)
     assert m["throughput_sps"] > 0 and m["usd"] > 0 and final.phases_s["compile"] > 0
     # the start-up's steps, each timed, within the start-up phase's seconds

@@ -65,6 +65,13 @@ class TaskEnv(VecEnv):
         (the default)."""
         return False
 
+    def on_track_share(self, min_steps: int) -> float | None:
+        """Training side, read once per checkpoint: the share of the envs at least ``min_steps`` control steps into
+        their episode that would count as a success if it ended now. Unlike the success of the episodes that ended,
+        it does not lag the policy by the episodes still running. None: this env does not say (the default), or no
+        env is that far into an episode."""
+        return None
+
     def synchronize(self) -> None:
         """Wait for queued simulator work; called at phase boundaries only. The default does nothing."""
 

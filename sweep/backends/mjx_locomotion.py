@@ -211,6 +211,17 @@ class MjxLocomotionEnv(TaskEnv):
 
         self._state = self._fn["sim_only"](self._state, jax.dlpack.from_dlpack(actions.contiguous()))
 
+    def on_track_share(self, min_steps: int) -> float | None:
+        """Of the envs ``min_steps`` or more into their episode, the share whose mean xy tracking error so far is
+        under the profile's threshold (one that fell has restarted: never counted); two arrays copied to the host."""
+        import numpy as np
+
+        steps, errors = np.asarray(self._state.steps), np.asarray(self._state.err_sum)
+        running = steps >= min_steps
+        if not running.any():
+            return None
+        return float((errors[running] < self.params.success_threshold_mps * steps[running]).mean())
+
     def synchronize(self) -> None:
         """Wait for queued simulator work (used at phase boundaries only)."""
         import jax
