@@ -54,6 +54,9 @@ class Target:
     """A checkpoint's held-out pass is skipped while the success share of the training episodes since the last
     checkpoint is below this (0: a pass at every checkpoint). A pass always runs at the cap. Calibrate it per task
     from a ledger's ``train_success`` beside its held-out passes (the space file says what was measured)."""
+    eval_gate_signal: str = "train_success"
+    """Which training-side signal ``eval_gate`` reads: ``train_success`` (the training episodes that ended) or
+    ``on_track`` (the training envs under way that would succeed if they ended now; see README)."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sweep import checkpoints, perf
 from sweep.backends import get_backend
 from sweep.errors import ConfigError
-from sweep.evaluation import DEFAULT_EPISODES, check_training_seed
+from sweep.evaluation import DEFAULT_EPISODES, GATE_SIGNALS, check_training_seed
 from sweep.ledger import STUDY_PHASES, one_time_s
 
 if TYPE_CHECKING:
@@ -120,6 +120,8 @@ class TrialConfig:
     eval_gate: float = 0.0
     """Skip a checkpoint's held-out pass while the training episodes' success share is below this (0: never);
     a pass always runs at the cap and whenever the trainer gives no such share."""
+    eval_gate_signal: str = "train_success"
+    """The training-side signal ``eval_gate`` reads (:data:`sweep.evaluation.GATE_SIGNALS`)."""
     cap_s: float = 600.0
     """Per-trial cap in billable seconds; the trial ends 'capped' past it."""
     race_cap_s: float | None = None
@@ -162,6 +164,8 @@ class TrialConfig:
             raise ConfigError(f"target: must be in (0, 1] (got {self.target!r})")
         if not 0 <= self.eval_gate < self.target:
             raise ConfigError(f"eval_gate: must be in [0, target) (got {self.eval_gate!r}); 0 evaluates every time")
+        if self.eval_gate_signal not in GATE_SIGNALS:
+            raise ConfigError(f"eval_gate_signal: must be one of {list(GATE_SIGNALS)} (got {self.eval_gate_signal!r})")
         if self.phase not in STUDY_PHASES:
             raise ConfigError(f"phase: must be one of {list(STUDY_PHASES)} (got {self.phase!r})")
         if self.mode not in ("sweep", "stock"):

@@ -36,11 +36,17 @@ def check_training_seed(seed: int, key: str = "seed") -> int:
     return seed
 
 
-def pass_due(train_success: float | None, gate: float) -> bool:
-    """Whether a checkpoint runs its held-out pass: unless the training episodes' success share (a training-side
-    signal counted on the device) is below ``gate``. No share (no episode ended, or a trainer that gives none)
-    means a pass. The cap's pass is not asked: it always runs."""
-    return gate <= 0 or train_success is None or train_success >= gate
+#: The training-side signals a gate can read (``target.eval_gate_signal``), as a sentence names them: the success
+#: share of the training episodes that ended since the last checkpoint (a ledger row's ``train_success``), or the
+#: share of the training envs on track to succeed (``on_track``, :meth:`TaskEnv.on_track_share`).
+GATE_SIGNALS = {"train_success": "training episodes' success", "on_track": "training envs on track"}
+
+
+def pass_due(signal: float | None, gate: float) -> bool:
+    """Whether a checkpoint runs its held-out pass: unless its training-side ``signal`` (one of
+    :data:`GATE_SIGNALS`, counted on the device) is below ``gate``. No value (no episode ended or none is far enough
+    in, or a trainer or env that gives none) means a pass. The cap's pass is not asked: it always runs."""
+    return gate <= 0 or signal is None or signal >= gate
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:

@@ -79,6 +79,7 @@ def trial_config(
         eval_episodes=cfg.target.eval_episodes,
         eval_every_steps=cfg.target.eval_every_steps,
         eval_gate=cfg.target.eval_gate,
+        eval_gate_signal=cfg.target.eval_gate_signal,
         cap_s=cap_s,
         race_cap_s=race_cap_s,
         device=cfg.device,

@@ -267,15 +267,20 @@ def text_summary(run_dir: str | Path) -> str:
     return run_text(summarize(read_rows(Path(run_dir) / "ledger.jsonl")))
 
 
-def pass_text(success: float | None, success_max: float | None, train_success: float | None = None) -> str:
+def pass_text(
+    success: float | None, success_max: float | None, signal: float | None = None, name: str = "train_success"
+) -> str:
     """A held-out pass in a few characters: its rate, or for a pass stopped below the target the most a full
-    pass could have measured; with neither, the pass was skipped (``train_success``: the share that gated it)."""
+    pass could have measured; with neither, the pass was skipped (``signal``: the value of the gate's signal
+    ``name`` that skipped it, :data:`sweep.evaluation.GATE_SIGNALS`)."""
     if success is not None:
         return f"{success:.3f}"
     if success_max is not None:
         return f"< {success_max:.3f} (stopped once below the target was certain)"
-    if train_success is not None:
-        return f"skipped (training episodes' success {train_success:.3f}, below target.eval_gate)"
+    if signal is not None:
+        from sweep.evaluation import GATE_SIGNALS
+
+        return f"skipped ({GATE_SIGNALS[name]} {signal:.3f}, below target.eval_gate)"
     return "not evaluated"
 
 

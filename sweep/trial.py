@@ -207,7 +207,8 @@ def train(cfg: TrialConfig, built: Built, clock: PhaseClock, log: TrialLog) -> R
         progress["train_success"] = getattr(built.trainer, "train_success", lambda: None)()
         progress["on_track"] = built.env.on_track_share(ON_TRACK_MIN_STEPS)
         capped = cap_reached(cfg, clock.billable_s(), clock.seconds)
-        if capped or pass_due(progress["train_success"], cfg.eval_gate):  # the cap's pass: nothing goes unevaluated
+        # the cap's pass always runs: nothing goes unevaluated
+        if capped or pass_due(progress[cfg.eval_gate_signal], cfg.eval_gate):
             result = evaluate_once(cfg, built, clock)
             progress.update(record(result, cfg.target), eval_episodes=cfg.eval_episodes)
             if capped and not result.reached(cfg.target):

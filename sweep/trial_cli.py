@@ -88,12 +88,15 @@ def main(argv: list[str], run: Callable[..., Row]) -> int:
         flush=True,
     )
 
+    def skipped(row: Row) -> str:
+        return pass_text(row.success, row.success_max, getattr(row, cfg.eval_gate_signal), cfg.eval_gate_signal)
+
     def sink(row: Row) -> str:
         writer.append(row)
         if row.state == "running":
             print(
                 f"  it {row.iteration:5d}  {row.env_steps:>11,} steps  {row.billable_s:7.1f} s  "
-                f"held-out success {pass_text(row.success, row.success_max, row.train_success)}  "
+                f"held-out success {skipped(row)}  "
                 f"mean return {row.mean_return or float('nan'):.3f}",
                 flush=True,
             )

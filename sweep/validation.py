@@ -149,6 +149,13 @@ def _validate(cfg: RunConfig) -> RunConfig:
             f"{where}: target.eval_gate: must be in [0, target.success) (got {cfg.target.eval_gate}); 0 evaluates at "
             "every checkpoint"
         )
+    from sweep.evaluation import GATE_SIGNALS
+
+    if cfg.target.eval_gate_signal not in GATE_SIGNALS:
+        raise ConfigError(
+            f"{where}: target.eval_gate_signal: must be one of {list(GATE_SIGNALS)} "
+            f"(got {cfg.target.eval_gate_signal!r})"
+        )
     if not 0 < cfg.constraints.memory_share <= 1:
         raise ConfigError(f"{where}: constraints.memory_share: must be in (0, 1] (got {cfg.constraints.memory_share})")
     from sweep.evaluation import EVAL_SEED_BASE, check_training_seed

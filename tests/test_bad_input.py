@@ -50,6 +50,7 @@ FILE_CASES = [
     (with_("target", "success", 1.5), "target.success"),
     (with_("target", "eval_episodes", 0), "target.eval_episodes"),
     (with_("target", "eval_gate", 0.95), "target.eval_gate"),
+    (with_("target", "eval_gate_signal", "reward"), "target.eval_gate_signal"),
     (with_("constraints", "max_update_period_s", 0.01), "max_update_period_s"),
     (with_("constraints", "memory_share", 2.0), "memory_share"),
     (with_("backend", None, "bullet"), "backend"),

@@ -37,6 +37,8 @@ def test_a_pass_stopped_below_the_target_reads_as_a_bound() -> None:
     assert pass_text(0.9123, None) == "0.912"
     assert pass_text(None, 0.746).startswith("< 0.746")
     assert pass_text(None, None) == "not evaluated"
+    assert pass_text(None, None, 0.125) == "skipped (training episodes' success 0.125, below target.eval_gate)"
+    assert pass_text(None, None, 0.5, "on_track") == "skipped (training envs on track 0.500, below target.eval_gate)"
 
 
 def test_a_config_the_confirmation_never_ran_cannot_outrank_a_confirmed_mean() -> None:

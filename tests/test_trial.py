@@ -37,6 +37,7 @@ def cli(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProc
         ("flags.turbo=true", "turbo"),
         ("target=1.5", "target"),
         ("eval_gate=0.95", "eval_gate"),
+        ("eval_gate_signal=reward", "eval_gate_signal"),
     ],
 )
 def test_bad_arguments_fail_with_one_line_naming_the_key(arg: str, key: str, tmp_path: Path) -> None:
@@ -114,22 +115,25 @@ def test_the_cap_is_checked_after_every_iteration_not_only_at_checkpoints(tmp_pa
     assert final.state == "capped" and final.iteration == 1 and tiny().eval_every == 10
 
 
-def test_passes_are_skipped_while_training_episodes_fail_and_the_cap_always_evaluates(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signal", ["train_success", "on_track"])
+def test_passes_are_skipped_while_the_training_signal_is_low_and_the_cap_always_evaluates(
+    signal: str, tmp_path: Path
+) -> None:
     rows: list = []
     # a cap past start-up and compilation (which a loaded machine can stretch past any billable cap), checkpoints
     # every 4 iterations: several checkpoints before the cap even on 2 busy cores (~1 s per iteration)
-    cfg = tiny(race_cap_s=20.0, eval_gate=0.99, eval_every_steps=64)
+    cfg = tiny(race_cap_s=20.0, eval_gate=0.99, eval_every_steps=64, eval_gate_signal=signal)
     final = run_trial(cfg, lambda r: rows.append(r) or CONTINUE, out_dir=tmp_path)
     checkpoints = [r for r in rows if r.state == "running"]
     skipped = [r for r in checkpoints if r.eval_episodes == 0]
-    assert skipped, [(r.train_success, r.eval_episodes) for r in checkpoints]
-    for r in skipped:  # gated: the training episodes' share was below the gate, no bounds, no time in evaluation
-        assert r.train_success is not None and r.train_success < 0.99
+    assert skipped, [(getattr(r, signal), r.eval_episodes) for r in checkpoints]
+    for r in skipped:  # gated: the signal was below the gate, no bounds, no time in evaluation
+        assert getattr(r, signal) is not None and getattr(r, signal) < 0.99
         assert r.success is None and r.success_lo is None and r.success_max is None
     # the cap's pass runs whatever the gate says: when it reaches the target its checkpoint row comes first
     assert final.state in ("capped", "reached"), final.reason
     gated = checkpoints[:-1] if final.state == "reached" else checkpoints
-    assert all(r.train_success is None or r.train_success >= 0.99 for r in gated if r.eval_episodes > 0)
+    assert all(getattr(r, signal) is None or getattr(r, signal) >= 0.99 for r in gated if r.eval_episodes > 0)
     eval_s = [0.0] + [r.phases_s["eval"] for r in checkpoints]
     for r, before, after in zip(checkpoints, eval_s, eval_s[1:], strict=False):
         assert (after == before) == (r.eval_episodes == 0)  # a skipped pass spends nothing in evaluation
