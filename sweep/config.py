@@ -51,12 +51,13 @@ class Target:
     eval_every_steps: int = 240
     """Control steps per env between evaluations."""
     eval_gate: float = 0.0
-    """A checkpoint's held-out pass is skipped while the success share of the training episodes since the last
-    checkpoint is below this (0: a pass at every checkpoint). A pass always runs at the cap. Calibrate it per task
-    from a ledger's ``train_success`` beside its held-out passes (the space file says what was measured)."""
+    """A checkpoint's held-out pass is skipped while the training-side signal ``eval_gate_signal`` is below this (0:
+    a pass at every checkpoint). A pass always runs at the cap. Calibrate it per task from a ledger's signal beside
+    its held-out passes (the space file says what was measured)."""
     eval_gate_signal: str = "train_success"
-    """Which training-side signal ``eval_gate`` reads: ``train_success`` (the training episodes that ended) or
-    ``on_track`` (the training envs under way that would succeed if they ended now; see README)."""
+    """Which training-side signal ``eval_gate`` reads: ``train_success`` (the success share of the training episodes
+    that ended since the last checkpoint) or ``on_track`` (of the training envs under way, the share that would
+    succeed if they ended now; an env that does not give it runs every pass; see README)."""
 
 
 @dataclass(frozen=True)

@@ -118,8 +118,8 @@ class TrialConfig:
     eval_every_steps: int = 240
     """Control steps per env between held-out evaluations (rounded to whole iterations)."""
     eval_gate: float = 0.0
-    """Skip a checkpoint's held-out pass while the training episodes' success share is below this (0: never);
-    a pass always runs at the cap and whenever the trainer gives no such share."""
+    """Skip a checkpoint's held-out pass while the training-side signal ``eval_gate_signal`` is below this (0:
+    never); a pass always runs at the cap and whenever the trainer or env gives no such value."""
     eval_gate_signal: str = "train_success"
     """The training-side signal ``eval_gate`` reads (:data:`sweep.evaluation.GATE_SIGNALS`)."""
     cap_s: float = 600.0

@@ -88,7 +88,7 @@ def main(argv: list[str], run: Callable[..., Row]) -> int:
         flush=True,
     )
 
-    def skipped(row: Row) -> str:
+    def held_out(row: Row) -> str:
         return pass_text(row.success, row.success_max, getattr(row, cfg.eval_gate_signal), cfg.eval_gate_signal)
 
     def sink(row: Row) -> str:
@@ -96,7 +96,7 @@ def main(argv: list[str], run: Callable[..., Row]) -> int:
         if row.state == "running":
             print(
                 f"  it {row.iteration:5d}  {row.env_steps:>11,} steps  {row.billable_s:7.1f} s  "
-                f"held-out success {skipped(row)}  "
+                f"held-out success {held_out(row)}  "
                 f"mean return {row.mean_return or float('nan'):.3f}",
                 flush=True,
             )

@@ -149,7 +149,7 @@ def _validate(cfg: RunConfig) -> RunConfig:
             f"{where}: target.eval_gate: must be in [0, target.success) (got {cfg.target.eval_gate}); 0 evaluates at "
             "every checkpoint"
         )
-    from sweep.evaluation import GATE_SIGNALS
+    from sweep.evaluation import EVAL_SEED_BASE, GATE_SIGNALS, check_training_seed
 
     if cfg.target.eval_gate_signal not in GATE_SIGNALS:
         raise ConfigError(
@@ -158,8 +158,6 @@ def _validate(cfg: RunConfig) -> RunConfig:
         )
     if not 0 < cfg.constraints.memory_share <= 1:
         raise ConfigError(f"{where}: constraints.memory_share: must be in (0, 1] (got {cfg.constraints.memory_share})")
-    from sweep.evaluation import EVAL_SEED_BASE, check_training_seed
-
     check_training_seed(cfg.seeds.training, key=f"{where}: seeds.training")
     trials = cfg.budget.max_trials + confirm_trials(cfg.confirm)
     if cfg.seeds.training + trials > EVAL_SEED_BASE:
