@@ -19,7 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweep.evaluation import below_target_for_sure
+from sweep.evaluation import below_target_for_sure, pass_due
 
 TARGET = 0.9
 
@@ -71,13 +71,14 @@ def run_rule(
     rows: list[dict], gate: float, oracle: bool = False, target: float = TARGET, signal: str = "train_success"
 ) -> tuple[float, float, list[int], int | None]:
     """Training s, pass s, the steps of each pass run and the detecting checkpoint (None: never) of one curve under
-    a gate on a training-side ``signal`` (the training episodes' success share, or another the curves recorded;
-    missing counts as 0) (``oracle``: only the first reaching pass)."""
+    a gate on a training-side ``signal`` (the training episodes' success share, or another the curves recorded), due
+    as a trial decides (:func:`sweep.evaluation.pass_due`: no value means a pass) (``oracle``: only the first
+    reaching pass)."""
     training, evaluation, steps = 0.0, 0.0, []
     first = first_reached(rows, target)
     for row in rows:
         training += row["round_s"]
-        due = row["checkpoint"] == first if oracle else (row.get(signal) or 0.0) >= gate
+        due = row["checkpoint"] == first if oracle else pass_due(row.get(signal), gate)
         if not due:
             continue
         if row["success"] >= target:

@@ -50,3 +50,5 @@ def test_a_gate_that_skips_the_first_reaching_pass_detects_later_and_pays_the_ro
     assert (oracle.training_s, oracle.eval_s, oracle.passes) == (6.0, 0.4, 1)
     never = policies.cost({("64x8", 1): CURVE[:3]}, 0.7)
     assert never.undetected == 1
+    unknown = [*CURVE[:2], {**CURVE[2], "train_success": None}, CURVE[3]]  # no value: a pass, as a trial decides
+    assert policies.cost({("64x8", 1): unknown}, 0.7).delays == 0
