@@ -275,7 +275,13 @@ def test_soak_three_killed_drivers_and_resumes_in_a_row_lose_and_duplicate_nothi
             text=True,
         )
         before = ledger.read_bytes() if ledger.exists() else b""
-        wait_rows(ledger, lambda rows, n=seen: sum(r["state"] == "running" for r in rows) >= n + 3, timeout=180)
+        try:
+            wait_rows(ledger, lambda rows, n=seen: sum(r["state"] == "running" for r in rows) >= n + 3, timeout=180)
+        except AssertionError as exc:  # say what the driver printed and whether it was still running
+            running = proc.poll() is None
+            os.killpg(proc.pid, signal.SIGKILL)
+            err = proc.communicate()[1][-2000:]
+            raise AssertionError(f"cycle {cycle}: {exc}; driver running: {running}; {err}") from exc
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         after = ledger.read_bytes()
