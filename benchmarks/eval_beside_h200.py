@@ -30,7 +30,7 @@ def measure(num_envs: int, steps: int, repeats: int, profile: str) -> dict:
     from sweep.learner import describe_device, device_sync
     from sweep.ledger import PhaseClock
     from sweep.policy import MlpPolicy, mlp_policy
-    from sweep.trial import build
+    from sweep.trial import build, compile_training
 
     cfg = TrialConfig(
         profile=profile,
@@ -46,9 +46,7 @@ def measure(num_envs: int, steps: int, repeats: int, profile: str) -> dict:
         built = build(cfg, clock, None, 0, stack)
         clock.sync = device_sync(built.device, built.env)
         sync = torch.cuda.synchronize if built.device.startswith("cuda") else (lambda: None)
-        built.ahead.join()
-        built.env.warm_up()
-        perf.warm_up(built.alg, built.env, built.flags)
+        compile_training(built)
         panel = built.eval_env
         warm_up_panel(panel, built.alg.get_policy())
 

@@ -21,11 +21,10 @@ from pathlib import Path
 
 import torch
 
-from sweep import perf
 from sweep.contract import TrialConfig
 from sweep.evaluation import evaluate, warm_up_panel
 from sweep.ledger import PhaseClock
-from sweep.trial import build, device_sync
+from sweep.trial import build, compile_training, device_sync
 
 #: The space's third initial config's flags (sweep/spaces/locomotion.yaml): every flag on, the cache on.
 FLAGS = {
@@ -47,9 +46,7 @@ def curve(cfg: TrialConfig, after: int, cap_s: float, write) -> None:
         clock = PhaseClock()
         built = build(cfg, clock, None, 0, stack)
         clock.sync = device_sync(built.device, built.env)  # as a trial sets it: phases end on the device's work
-        built.ahead.join()
-        built.env.warm_up()
-        perf.warm_up(built.alg, built.env, built.flags)
+        compile_training(built)
         policy = built.alg.get_policy()
         warm_up_panel(built.eval_env, policy)
         one_time_s = time.perf_counter() - t0

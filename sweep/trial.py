@@ -186,12 +186,18 @@ def run_trial(
                 log.progress.update(device=describe_device(built.device), gpu=gpu_slot(built.device))
             clock.sync = device_sync(built.device, built.env)
             with clock.phase("compile"):  # the panel's compile waits for the first pass (see evaluate_once)
-                built.ahead.join()  # nothing of it runs beside the learner's CUDA-graph capture
-                built.env.warm_up()
-                perf.warm_up(built.alg, built.env, built.flags)
+                compile_training(built)
             return train(cfg, built, clock, log)
         except (Exception, SystemExit) as exc:  # any failure ends the trial, billed, with its reason (never the worker)
             return log.end("failed", failure_reason(exc))
+
+
+def compile_training(built: Built) -> None:
+    """Compile what the trial trains: wait for its step's compile beside the build (nothing of it may run beside the
+    learner's CUDA-graph capture), then warm up the env and the learner's performance flags."""
+    built.ahead.join()
+    built.env.warm_up()
+    perf.warm_up(built.alg, built.env, built.flags)
 
 
 def train(cfg: TrialConfig, built: Built, clock: PhaseClock, log: TrialLog) -> Row:
