@@ -8,7 +8,12 @@ class SweepError(Exception):
 
 
 class ConfigError(SweepError):
-    """Bad input (a key, a value, a file): raised before any compute is spent."""
+    """Bad input (a key, a value, a file): raised before any compute is spent. ``keys``: further dotted keys whose
+    values the message is about besides the one it opens with (a limit that two keys set together)."""
+
+    def __init__(self, message: str, *, keys: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.keys = keys
 
 
 class MissingExtraError(SweepError):

@@ -59,12 +59,13 @@ def prepare(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool]:
     space = str(overrides.pop("space", "locomotion"))
     cfg = config_mod.load(space, overrides, has_gpu)
     narrowed = any(key == "knobs" or key.startswith("knobs.") for key in overrides)
+    notes: list[str] = []
     if narrowed and "initial" not in overrides:  # knobs narrowed on the command line: the space's design follows
         cfg, notes = validation.drop_unfit_initial(cfg)
-        for note in notes:
-            safe_print(f"sweep: {note}", file=sys.stderr)
     cfg = replace(cfg, run_id=cfg.run_id or time.strftime("%Y%m%d-%H%M%S"))
     cfg = validation.validate(cfg, cli_keys=overrides)
+    for note in notes:  # after the checks: bad input gets its one line alone
+        safe_print(f"sweep: {note}", file=sys.stderr)
     run_dir = Path(cfg.out) / cfg.run_id
     if (run_dir / "study.db").exists():
         raise ConfigError(f"run_id={cfg.run_id}: {run_dir} already holds a run; continue it with resume={run_dir}")

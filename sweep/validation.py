@@ -44,7 +44,8 @@ def validate(cfg: RunConfig, cli_keys: Iterable[str] = ()) -> RunConfig:
     except ConfigError as exc:
         text = str(exc)
         found = re.match(rf"{re.escape(cfg.space)}: ([\w.]+)", text)
-        if found and any(_related(found.group(1), key) for key in cli_keys):
+        about = (found.group(1), *exc.keys) if found else ()
+        if any(_related(a, key) for a in about for key in cli_keys):
             raise ConfigError("command line: " + text[len(cfg.space) + 2 :]) from None
         raise
 
@@ -86,7 +87,8 @@ def _validate_confirm(cfg: RunConfig) -> None:
             f"{where}: confirm.budget_share: {c.budget_share:g} of budget.usd keeps "
             f"${cfg.budget.usd * c.budget_share:g}, "
             f"less than one trial's reservation (budget.trial_usd {cfg.budget.trial_usd:g} plus "
-            f"{RESERVE_MARGIN - 1:.0%}); raise the share or the budget, or set confirm.seeds=1"
+            f"{RESERVE_MARGIN - 1:.0%}); raise the share or the budget, or set confirm.seeds=1",
+            keys=("budget.usd", "budget.trial_usd"),
         )
     for key in ("num_envs", "num_steps_per_env", "num_mini_batches"):
         value = getattr(c.baseline, key)
@@ -165,19 +167,21 @@ def _validate(cfg: RunConfig) -> RunConfig:
         raise ConfigError(
             f"{where}: seeds.training: trial k trains with seeds.training + k, so {cfg.seeds.training} + "
             f"budget.max_trials ({cfg.budget.max_trials}){also} would reach the held-out seeds (from "
-            f"{EVAL_SEED_BASE}); use a seed below {EVAL_SEED_BASE - trials}"
+            f"{EVAL_SEED_BASE}); use a seed below {EVAL_SEED_BASE - trials}",
+            keys=("budget.max_trials",),
         )
-    _validate_confirm(cfg)
-    if cfg.workers.num < 0:
-        raise ConfigError(f"{where}: workers.num: must be >= 0 (got {cfg.workers.num})")
     from sweep.scheduler import RESERVE_MARGIN
 
     if cfg.budget.trial_usd * RESERVE_MARGIN > cfg.budget.usd:
         raise ConfigError(
             f"{where}: budget.trial_usd ({cfg.budget.trial_usd:g}) plus its {RESERVE_MARGIN - 1:.0%} overrun reserve "
             f"exceeds budget.usd ({cfg.budget.usd:g}), so no trial could start; raise the study budget or lower "
-            "the per-trial cap"
+            "the per-trial cap",
+            keys=("budget.usd",),
         )
+    _validate_confirm(cfg)
+    if cfg.workers.num < 0:
+        raise ConfigError(f"{where}: workers.num: must be >= 0 (got {cfg.workers.num})")
     from sweep import checkpoints
 
     checkpoints.check_keep(cfg.checkpoints, key=f"{where}: checkpoints")

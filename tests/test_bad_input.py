@@ -168,6 +168,23 @@ def test_values_given_on_the_command_line_are_named_as_such_and_a_key_twice_is_r
     assert str(bad) in reject([f"space={bad}", out], capsys)
 
 
+def test_a_limit_two_keys_set_together_names_the_command_line_when_either_came_from_it(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "space.yaml"
+    data = dict(GOOD, budget={"usd": 1.0, "trial_usd": 0.4}, confirm={"seeds": 2, "budget_share": 0.5})
+    data["initial"] = [{"num_envs": 64, "num_steps_per_env": 8}]
+    path.write_text(yaml.safe_dump(data))
+    out = f"out={tmp_path / 'reports'}"
+    line = reject([f"space={path}", "budget.usd=0.8", out], capsys)  # the confirmation's share no longer fits a trial
+    assert line.startswith("error: command line: confirm.budget_share") and str(path) not in line
+    line = reject([f"space={path}", "budget.trial_usd=2", out], capsys)  # the cap itself exceeds the budget
+    assert line.startswith("error: command line: budget.trial_usd") and "exceeds budget.usd" in line
+    line = reject([f"space={path}", "budget.usd=0.3", out], capsys)
+    assert line.startswith("error: command line: budget.trial_usd")
+    # a narrowed knob that both drops the initial entry and is itself bad: the error alone, no note before it
+    line = reject([f"space={path}", "knobs.num_envs=[0]", out], capsys)
+    assert line.startswith("error: command line: knobs.num_envs")
+
+
 @pytest.mark.parametrize("where", ["file", "command line"])
 def test_a_training_seed_reaching_the_held_out_range_is_refused_before_anything_runs(
     where: str, tmp_path: Path, capsys
