@@ -268,9 +268,13 @@ def test_success_needs_no_fall_and_mean_errors_under_both_thresholds() -> None:
             if step == 50:
                 v[4, 0] = 41.0
             assert not tracker.update(command, v, running, no_fall).any()
+        # the on-track share a checkpoint reads is the same rule applied to the episodes under way (no fall yet)
+        on_track = tracker.on_track(100)
+        assert (tracker.on_track(101), tracker.on_track(100, n=2)) == (None, 1.0)
         reset_state = torch.full((5, 3), 99.0)  # a finished env already shows its next episode: ignored
         success = tracker.update(command, reset_state, torch.ones(5), torch.tensor([False, True, False, False, False]))
     assert success.tolist() == [True, False, False, False, True]
+    assert on_track == 3 / 5  # env 1 was on track until it fell
     assert tracker.steps.tolist() == [0.0] * 5  # the next episodes start from zero
     tracker.reset()  # outside inference mode, after inference-mode updates
 
@@ -332,6 +336,16 @@ def test_a_view_pads_actions_and_slices_everything_it_returns() -> None:
     assert "log" in extras  # Isaac Lab's own extras pass through
     view.episode_length_buf = torch.tensor([5, 6])
     assert scene.wrapper.episode_length_buf.tolist() == [5, 6, 0, 0]
+
+
+def test_the_on_track_share_reads_the_envs_of_the_view_under_way() -> None:
+    scene = fake_scene(4)
+    scene.tracker.steps = torch.tensor([120.0, 120.0, 30.0, 120.0])
+    scene.tracker.err_xy_sum = torch.tensor([12.0, 120.0, 0.0, 0.0])  # 0.1 and 1.0 m/s on average
+    scene.tracker.err_yaw_sum = torch.zeros(4)
+    assert il.IsaacLabEnv(scene, 4, owner=True).on_track_share(100) == 2 / 3
+    assert il.IsaacLabEnv(scene, 2, owner=False).on_track_share(100) == 1 / 2
+    assert il.IsaacLabEnv(scene, 4, owner=True).on_track_share(200) is None
 
 
 def test_reset_with_seeds_reseeds_the_scene_with_the_panel_and_evaluate_runs_on_the_view() -> None:
@@ -552,6 +566,7 @@ def test_a_flat_anymal_honours_the_task_env_contract_and_evaluates_on_the_panel(
         assert obs["policy"].shape[0] == 32 and rewards.shape == (32,) and dones.shape == (32,)
         assert extras["success"].dtype == torch.bool and extras["time_outs"].shape == (32,)
         assert rewards.isfinite().all()
+        assert 0 <= env.on_track_share(1) <= 1 and env.on_track_share(51) is None  # no episode runs past 50 steps
 
         class ZeroPolicy(torch.nn.Module):
             def forward(self, td: TensorDict) -> torch.Tensor:

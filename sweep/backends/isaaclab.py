@@ -147,13 +147,25 @@ class SuccessTracker:
         finished env already shows its next episode: it is judged on the sums so far, which then restart at zero.
         """
         done = dones.bool()
-        steps = self.steps.clamp(min=1.0)
-        good = (self.err_xy_sum / steps < MAX_ERR_XY_MPS) & (self.err_yaw_sum / steps < MAX_ERR_YAW_RADPS)
+        good = self._good()
         live = (~done).float()
         self.err_xy_sum = (self.err_xy_sum + torch.linalg.norm(command[:, :2] - velocity[:, :2], dim=-1)) * live
         self.err_yaw_sum = (self.err_yaw_sum + (command[:, 2] - velocity[:, 2]).abs()) * live
         self.steps = (self.steps + 1.0) * live
         return done & ~terminated.bool() & good
+
+    def on_track(self, min_steps: int, n: int | None = None) -> float | None:
+        """Of the first ``n`` envs (None: all) at least ``min_steps`` control steps into their episode, the share
+        whose mean errors so far are under both thresholds: the success rule applied now (one host read). None: no
+        env is that far in."""
+        running = self.steps[:n] >= min_steps
+        counts = torch.stack([running.sum(), (running & self._good()[:n]).sum()]).tolist()
+        return counts[1] / counts[0] if counts[0] else None
+
+    def _good(self) -> Tensor:
+        """Per env: the running episode's mean xy and yaw errors so far are under the thresholds."""
+        steps = self.steps.clamp(min=1.0)
+        return (self.err_xy_sum / steps < MAX_ERR_XY_MPS) & (self.err_yaw_sum / steps < MAX_ERR_YAW_RADPS)
 
 
 @dataclass
@@ -226,6 +238,11 @@ class IsaacLabEnv(TaskEnv):
         self._scene.tracker.reset()
         self._scene.evaluated += 1
         return self.get_observations()
+
+    def on_track_share(self, min_steps: int) -> float | None:
+        """Of this env's envs ``min_steps`` or more into their episode, the share on track for a success
+        (:meth:`SuccessTracker.on_track`; one that fell has restarted: never counted)."""
+        return self._scene.tracker.on_track(min_steps, self.num_envs)
 
     def synchronize(self) -> None:
         """Wait for queued GPU work (phase boundaries only)."""
