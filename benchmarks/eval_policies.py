@@ -124,7 +124,7 @@ def main() -> None:
     )
     print(
         "| rule | training s | pass s | of training + passes | passes | checkpoints late | undetected "
-        "| steps of the passes below the target (of 500), median |"
+        "| steps of the passes below the target, median |"
     )
     print("|---|---|---|---|---|---|---|---|")
     rules = [(f"gate {g} on {args.signal}", cost(curves, g, signal=args.signal)) for g in args.gates]
