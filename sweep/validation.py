@@ -168,7 +168,7 @@ def _validate(cfg: RunConfig) -> RunConfig:
             f"{where}: seeds.training: trial k trains with seeds.training + k, so {cfg.seeds.training} + "
             f"budget.max_trials ({cfg.budget.max_trials}){also} would reach the held-out seeds (from "
             f"{EVAL_SEED_BASE}); use a seed below {EVAL_SEED_BASE - trials}",
-            keys=("budget.max_trials",),
+            keys=("budget.max_trials", "confirm.seeds", "confirm.top"),
         )
     from sweep.scheduler import RESERVE_MARGIN
 
