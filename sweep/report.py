@@ -34,6 +34,7 @@ from sweep.summary import (
     phase_text,
     reached_text,
     recommendation_line,
+    resolution_line,
     states_text,
     summarize,
 )
@@ -224,6 +225,8 @@ def _card_html(s: Summary) -> str:
             f"{html.escape(str(rec.device))}</li>",
             "</ul>",
         ]
+        coarse = resolution_line(s)
+        lines += [f"<p><b>Note:</b> {html.escape(coarse)}.</p>"] if coarse else []
     else:
         lines.append(f"<p><b>No trial reached the target</b>; {html.escape(closest_line(s))}.</p>")
     phases = phase_text(s)

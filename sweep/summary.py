@@ -141,6 +141,9 @@ class Summary:
     """When none reached: the trial that came closest (None when none was evaluated either)."""
     n_rows: int
     """Ledger rows read."""
+    reached_first: int = 0
+    """Reached trials whose first checkpoint already reached the target: their cost to target is one evaluation
+    round's, a bound no finer than ``target.eval_every_steps``."""
 
     @property
     def reached_trials(self) -> int:
@@ -168,6 +171,29 @@ def summarize(rows: list[dict]) -> Summary:
         usd_by_phase=by_phase,
         closest=closest_trial(rows) if rec is None else None,
         n_rows=len(rows),
+        reached_first=reached_at_first_checkpoint(rows),
+    )
+
+
+def reached_at_first_checkpoint(rows: list[dict]) -> int:
+    """Reached trials whose reaching row is at the earliest iteration of any of their rows (their first
+    checkpoint)."""
+    first: dict[int, int] = {}
+    for r in rows:
+        first[r["trial"]] = min(first.get(r["trial"], r.get("iteration", 0)), r.get("iteration", 0))
+    return sum(r["state"] == "reached" and r.get("iteration", 0) == first[t] for t, r in last_rows(rows).items())
+
+
+def resolution_line(s: Summary) -> str | None:
+    """When at least half the reached trials (and 2 or more) reached at their first checkpoint: the ranking only
+    measures costs to the nearest evaluation round, and which key refines it. None otherwise."""
+    n, k = s.reached_trials, s.reached_first
+    if n < 2 or 2 * k < n:
+        return None
+    return (
+        f"{k} of {n} reached trials reached the target at their first checkpoint: their cost to target is one "
+        "evaluation round's, so the ranking cannot separate them by less; a smaller target.eval_every_steps ranks "
+        "them more finely (with more passes)"
     )
 
 
@@ -257,6 +283,8 @@ def run_text(s: Summary) -> str:
             f"checkpoint {rec.checkpoint or 'none saved'}",
             f"Pareto set (USD, wall-clock): trials {s.pareto}",
         ]
+        coarse = resolution_line(s)
+        lines += [f"note: {coarse}"] if coarse else []
     else:
         lines.append(f"no trial reached the target; {closest_line(s)}")
     return "\n".join(lines)

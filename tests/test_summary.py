@@ -81,3 +81,42 @@ def test_an_interval_of_costs_does_not_reach_below_zero() -> None:
 
     mean, lo, hi = _t_interval((0.0023, 0.0035))  # two seeds: t(1) = 12.7 makes the plain interval negative
     assert lo == 0.0 and mean == pytest.approx(0.0029) and hi > mean
+
+
+def test_a_ranking_of_trials_that_all_reached_at_their_first_checkpoint_says_how_coarse_it_is() -> None:
+    """Seen on 2 cores: 12 of 15 trials reached the target at their first pass, so their costs to target were one
+    round's each, and the recommendation ranked round costs, not learning."""
+    from sweep.ledger import Row
+    from sweep.report import _card_html
+    from sweep.summary import run_text, summarize
+
+    def row(trial: int, iteration: int, state: str) -> dict:
+        return Row(
+            run_id="r",
+            trial=trial,
+            state=state,
+            params={"num_envs": 128 * (trial + 1), "num_steps_per_env": 24, "num_mini_batches": 4},
+            iteration=iteration,
+            env_steps=iteration * 128 * 24,
+            billable_s=float(iteration + trial),
+            phases_s={"sim": float(iteration)},
+            price_usd_per_hour=3600.0,
+            price_label="t",
+            success=0.95 if state == "reached" else 0.5,
+            success_lo=0.9,
+            success_hi=0.97,
+            eval_episodes=256,
+            seed=trial + 1,
+        ).__dict__
+
+    def trial(t: int, checkpoints: int) -> list[dict]:
+        running = [row(t, 10 * (k + 1), "running") for k in range(checkpoints)]
+        return [*running, row(t, 10 * checkpoints, "reached")]
+
+    coarse = [*trial(0, 1), *trial(1, 1), *trial(2, 2)]
+    s = summarize(coarse)
+    assert s.reached_first == 2
+    assert "note: 2 of 3 reached trials reached the target at their first checkpoint" in run_text(s)
+    assert "target.eval_every_steps" in _card_html(s)
+    fine = [*trial(0, 1), *trial(1, 3), *trial(2, 2)]
+    assert summarize(fine).reached_first == 1 and "note:" not in run_text(summarize(fine))
