@@ -23,8 +23,9 @@ import torch
 
 from sweep.contract import TrialConfig
 from sweep.evaluation import evaluate, warm_up_panel
+from sweep.learner import describe_device, device_sync
 from sweep.ledger import PhaseClock
-from sweep.trial import build, compile_training, device_sync
+from sweep.trial import build, compile_training
 
 #: The space's third initial config's flags (sweep/spaces/locomotion.yaml): every flag on, the cache on.
 FLAGS = {
@@ -40,12 +41,11 @@ FLAGS = {
 
 def curve(cfg: TrialConfig, after: int, cap_s: float, write) -> None:
     """Train ``cfg`` round by round with a full pass after each; ``write`` gets one dict per checkpoint."""
-    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     with ExitStack() as stack:
         t0 = time.perf_counter()
         clock = PhaseClock()
         built = build(cfg, clock, None, 0, stack)
-        clock.sync = device_sync(built.device, built.env)  # as a trial sets it: phases end on the device's work
+        clock.sync = sync = device_sync(built.device, built.env)  # as a trial: the env's and torch's work both end
         compile_training(built)
         policy = built.alg.get_policy()
         warm_up_panel(built.eval_env, policy)
@@ -85,7 +85,7 @@ def curve(cfg: TrialConfig, after: int, cap_s: float, write) -> None:
                     "episodes": result.episodes,
                     "pass_s": pass_s,
                     "checks": checks,
-                    "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+                    "device": describe_device(built.device),
                 }
             )
             if reached_at is None and result.reached(cfg.target):

@@ -180,7 +180,8 @@ def reached_at_first_checkpoint(rows: list[dict]) -> int:
     checkpoint)."""
     first: dict[int, int] = {}
     for r in rows:
-        first[r["trial"]] = min(first.get(r["trial"], r.get("iteration", 0)), r.get("iteration", 0))
+        it = r.get("iteration", 0)
+        first[r["trial"]] = min(first.get(r["trial"], it), it)
     return sum(r["state"] == "reached" and r.get("iteration", 0) == first[t] for t, r in last_rows(rows).items())
 
 
