@@ -31,7 +31,7 @@ from typing import Any
 from sweep import acquisition, checkpoints, confirm, leader, space, study_store
 from sweep.accounts import Accounts
 from sweep.config import RunConfig
-from sweep.contract import CONTINUE, PRUNE, STOP, TrialParams, TrialPool, config_key, trial_params
+from sweep.contract import CONTINUE, PRUNE, STOP, TrialParams, TrialPool, config_key, ended_by_study, trial_params
 from sweep.evaluation import EVAL_SEED_BASE
 from sweep.evidence import ConfigStat, config_identity
 from sweep.ledger import LedgerWriter, end_label, last_rows, read_rows
@@ -104,8 +104,14 @@ class Planner:
         ends = last_rows(self.rows)
         self.unrun = {t for t, r in ends.items() if end_label(r) == "not run"}
         """Trials told without running (infeasible configs, repeats): they do not count towards max_trials."""
-        self.tried = {config_key(r["params"]) for t, r in ends.items() if t not in self.unrun}
-        """Configs already run, so the planner does not pay twice for the same evidence."""
+        self.tried = {
+            config_key(r["params"])
+            for t, r in ends.items()
+            if t not in self.unrun and r["state"] != "running" and not ended_by_study(r)
+        }
+        """Configs already run, so the planner does not pay twice for the same evidence. A trial cut short through
+        no doing of its config (its driver died: the orphans closed on resume; the study's end) measured nothing:
+        its config may run again."""
         self.feasible = space.feasible_count(cfg, control_dt_s, price.memory_gib)
         """How many configs of the space satisfy the constraints."""
         self.baseline_params = (

@@ -78,6 +78,38 @@ def test_every_feasible_config_runs_once_then_the_study_ends(tmp_path: Path) -> 
     assert sorted(keys) == [(64, 8), (128, 8)] and p.closed == "every feasible config tried (2)"
 
 
+def test_a_config_whose_trial_died_with_the_driver_runs_again_on_resume(tmp_path: Path) -> None:
+    # 2 feasible configs (as above); the driver died while trial 0 (64 x 8) ran: it measured nothing of its config
+    cfg = make_cfg(tmp_path, **{"constraints.max_update_period_s": 2.0, "prune": False})
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(parents=True)
+    study_store.open_study(cfg, run_dir).ask()
+    last = Row(
+        "t",
+        0,
+        "running",
+        {"num_envs": 64, "num_steps_per_env": 8, "num_mini_batches": 4},
+        10,
+        5120,
+        2.0,
+        {"sim": 2.0},
+        3600.0,
+        "x",
+    )
+    with LedgerWriter(run_dir / "ledger.jsonl") as w:
+        w.append(last)
+    p = Planner(cfg, run_dir, inline_pool(), PRICE, "recorded", 0.25, poll_s=0.001)
+    p.run()
+    ends = last_rows(p.rows)
+    assert ends[0]["state"] == "failed" and ends[0]["reason"].startswith("driver stopped")
+    ran = sorted(
+        (r["params"]["num_envs"], r["params"]["num_steps_per_env"])
+        for t, r in ends.items()
+        if t > 0 and r["billable_s"] > 0
+    )
+    assert ran == [(64, 8), (128, 8)] and p.closed == "every feasible config tried (2)"
+
+
 def test_a_space_with_no_feasible_config_is_a_config_error(tmp_path: Path) -> None:
     cfg = make_cfg(tmp_path, **{"knobs.num_mini_batches": [100000]})
     with pytest.raises(ConfigError, match="no config of the space satisfies the constraints"):

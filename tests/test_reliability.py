@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -20,8 +21,10 @@ import yaml
 from sweep.backends.mjx_locomotion import MjxLocomotion
 from sweep.contract import CONTINUE
 from sweep.ledger import last_rows, metrics, read_rows
+from sweep.study_store import started
 from sweep.trial import run_trial
 from tests.helpers import tiny_trial
+from tests.replay_table import write_table
 from tests.test_run import ROOT, run, space_file, study
 
 
@@ -115,8 +118,8 @@ def test_killed_driver_then_resume_loses_and_duplicates_nothing(tmp_path: Path) 
         assert ends[orphan["trial"]]["billable_s"] == pytest.approx(billed, abs=1e-6)
         assert "last sign of life" in ends[orphan["trial"]]["reason"]
     assert sum(metrics(r)["usd"] for r in ends.values()) >= spent_before
-    s = study(out / "d")
-    assert len(s.trials) == len(ends) and len(s.trials) > len(last_rows(before))
+    asked = started(study(out / "d"))  # a killed driver may leave a queued proposal, which no one asked yet
+    assert asked == len(ends) and asked > len(last_rows(before))
 
 
 def test_ctrl_c_bills_running_trials_and_writes_the_report(tmp_path: Path) -> None:
@@ -260,7 +263,14 @@ def test_soak_three_killed_drivers_and_resumes_in_a_row_lose_and_duplicate_nothi
     from sweep.ledger import summary_figures
 
     out = tmp_path / "reports"
-    space = slow_space(tmp_path, budget={"usd": 1e6, "trial_usd": 60.0, "max_trials": 40})
+    # 16 configs, so that three cycles of at least 3 new checkpoints each never run out of configs to try
+    table = write_table(tmp_path / "table16.json", mini_batches=(1, 2, 4, 8))
+    space = slow_space(
+        tmp_path,
+        budget={"usd": 1e6, "trial_usd": 60.0, "max_trials": 40},
+        knobs={"num_envs": [64, 128], "num_steps_per_env": [8, 16], "num_mini_batches": [1, 2, 4, 8]},
+        backend_options={"table": str(table), "time_scale": 0.05},
+    )
     ledger = out / "k" / "ledger.jsonl"
     seen = 0
     for cycle in range(3):
@@ -279,9 +289,11 @@ def test_soak_three_killed_drivers_and_resumes_in_a_row_lose_and_duplicate_nothi
             wait_rows(ledger, lambda rows, n=seen: sum(r["state"] == "running" for r in rows) >= n + 3, timeout=180)
         except AssertionError as exc:  # say what the driver printed and whether it was still running
             running = proc.poll() is None
-            os.killpg(proc.pid, signal.SIGKILL)
-            err = proc.communicate()[1][-2000:]
-            raise AssertionError(f"cycle {cycle}: {exc}; driver running: {running}; {err}") from exc
+            with contextlib.suppress(ProcessLookupError):  # an exited driver may have left no process in its group
+                os.killpg(proc.pid, signal.SIGKILL)
+            err = proc.communicate()[1][-4000:]
+            state = "running" if running else f"exited with code {proc.returncode}"
+            raise AssertionError(f"cycle {cycle}: {exc}; the driver {state}; {err}") from exc
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         after = ledger.read_bytes()
@@ -297,4 +309,4 @@ def test_soak_three_killed_drivers_and_resumes_in_a_row_lose_and_duplicate_nothi
     assert final.returncode == 0, final.stderr
     rows = read_rows(ledger)
     assert ledger.read_bytes().startswith(before) and all(r["state"] != "running" for r in last_rows(rows).values())
-    assert len(study(out / "k").trials) == len(last_rows(rows))
+    assert started(study(out / "k")) == len(last_rows(rows))
