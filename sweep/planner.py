@@ -104,14 +104,9 @@ class Planner:
         ends = last_rows(self.rows)
         self.unrun = {t for t, r in ends.items() if end_label(r) == "not run"}
         """Trials told without running (infeasible configs, repeats): they do not count towards max_trials."""
-        self.tried = {
-            config_key(r["params"])
-            for t, r in ends.items()
-            if t not in self.unrun and r["state"] != "running" and not ended_by_study(r)
-        }
-        """Configs already run, so the planner does not pay twice for the same evidence. A trial cut short through
-        no doing of its config (its driver died: the orphans closed on resume; the study's end) measured nothing:
-        its config may run again."""
+        self.tried: set[tuple] = set()
+        """Configs already run, so the planner does not pay twice for the same evidence (filled by :meth:`run`, once
+        a dead driver's orphans are closed: :meth:`_measured`)."""
         self.feasible = space.feasible_count(cfg, control_dt_s, price.memory_gib)
         """How many configs of the space satisfy the constraints."""
         self.baseline_params = (
@@ -134,6 +129,7 @@ class Planner:
     def run(self) -> Any:
         study = study_store.open_study(self.cfg, self.run_dir)
         study_store.close_orphans(study, self.rows, self.cfg, self.price, self.heartbeat_path, self._append_closed)
+        self.tried = self._measured()
         self.confirmation.active = any(r.get("phase") == "confirm" for r in self.rows)
         with LedgerWriter(self.ledger_path) as ledger:
             self.ledger = ledger
@@ -158,6 +154,12 @@ class Planner:
             finally:
                 self.progress(self.status())
         return study
+
+    def _measured(self) -> set[tuple]:
+        """The configs of the ledger's ended trials that ran, less those cut short through no doing of their config
+        (the driver died, the study's end): those measured nothing, so their config may run again."""
+        ends = last_rows(self.rows).items()
+        return {config_key(r["params"]) for t, r in ends if t not in self.unrun and not ended_by_study(r)}
 
     def status(self) -> dict[str, Any]:
         confirming, done = self.confirmation.active, self.confirmation.done
@@ -274,33 +276,18 @@ class Planner:
         runs first)."""
         running = (config_identity(run.params) for run in self.running.values())
         lead = leader.due(self.rows, self.cfg.intensify, running, self.cfg.confirm.enabled)
-        return None if lead is None or self._design_waiting(study) else lead
+        return None if lead is None or study_store.queued(study) else lead
 
     def _intensify(self, study: Any, lead: ConfigStat) -> bool:
         """Run the leader once more on the next training seed: a search trial raced like any other, an Optuna trial
         with no sampled params (the sampler is not asked). False when the seeds are exhausted (the search closes)."""
-        trial = self._new_trial(study)
+        trial = study_store.new_trial(study)
         params = TrialParams.of(lead.params).as_dict()
         if self._seeds_exhausted(study, trial, params):
             return False
         trial.set_user_attr("intensify_of", lead.trials[0])
         self._dispatch(trial, self._search_config(params, trial.number), self.accounts.allowance())
         return True
-
-    @staticmethod
-    def _new_trial(study: Any) -> Any:
-        """An Optuna trial the planner fills itself. Not study.ask(): it would hand out a trial still waiting in the
-        queue (a grid point, an initial entry)."""
-        import optuna
-
-        return optuna.trial.Trial(study, study._storage.create_new_trial(study._study_id))
-
-    @staticmethod
-    def _design_waiting(study: Any) -> bool:
-        """Queued trials (the initial design, a queued bet) wait to be asked."""
-        import optuna
-
-        return bool(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
 
     def _untried_points(self, salt: int) -> list[dict[str, Any]]:
         return space.untried_points(self.cfg, self.tried, self.profile, self.control_dt_s, self.price.memory_gib, salt)
@@ -309,7 +296,7 @@ class Planner:
         """``sampler: cost``: queue the untried config :func:`sweep.acquisition.choose` bets on, from
         every ended search trial's cost or estimate (:func:`sweep.acquisition.evidence`), unless a queued
         trial (the initial design) goes first."""
-        if self._design_waiting(study):
+        if study_store.queued(study):
             return
         skip = set(self.running) | self.unrun
         evidence = acquisition.evidence(self.rows, skip, self.cfg.target.success)
@@ -348,7 +335,7 @@ class Planner:
                 if not self.running:
                     self.stopping = "budget left cannot pay another confirmation trial"
                 return
-            trial = self._new_trial(study)
+            trial = study_store.new_trial(study)
             cap_s = allowance * 3600.0 / self.price.usd_per_hour
             f = start.finalist
             trial_cfg = space.trial_config(

@@ -1,4 +1,4 @@
-"""The Optuna study on disk (``study.db``): opened or created, told how each trial ended, its orphans closed.
+"""The Optuna study on disk (``study.db``): opened, its queue read, told how each trial ended, its orphans closed.
 
 The planner owns the study; this module holds what it tells Optuna and the end rows it writes for trials it
 closes itself (a lost worker, a dead driver, a proposal told without running), so that no trial is lost to the
@@ -217,3 +217,18 @@ def started(study: Any) -> int:
 def confirmations(study: Any) -> int:
     """Trials of the confirmation phase (they do not count towards ``budget.max_trials``)."""
     return sum(t.user_attrs.get("phase") == "confirm" for t in study.get_trials(deepcopy=False))
+
+
+def queued(study: Any) -> bool:
+    """Whether trials wait in the queue to be asked (the initial design, a queued bet, a grid point)."""
+    import optuna
+
+    return bool(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
+
+
+def new_trial(study: Any) -> Any:
+    """An Optuna trial the planner fills itself (no sampled params). Not study.ask(): it would hand out a trial
+    still waiting in the queue."""
+    import optuna
+
+    return optuna.trial.Trial(study, study._storage.create_new_trial(study._study_id))
