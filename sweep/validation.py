@@ -148,8 +148,9 @@ def _validate(cfg: RunConfig) -> RunConfig:
         raise ConfigError(f"{where}: target.success: must be in (0, 1] (got {cfg.target.success})")
     if not 0 <= cfg.target.eval_gate < cfg.target.success:
         raise ConfigError(
-            f"{where}: target.eval_gate: must be in [0, target.success) (got {cfg.target.eval_gate}); 0 evaluates at "
-            "every checkpoint"
+            f"{where}: target.eval_gate: must be in [0, target.success) (got {cfg.target.eval_gate} with "
+            f"target.success {cfg.target.success}): set it below the target, or 0 to evaluate at every checkpoint",
+            keys=("target.success",),
         )
     from sweep.evaluation import EVAL_SEED_BASE, GATE_SIGNALS, check_training_seed
 

@@ -183,6 +183,11 @@ def test_a_limit_two_keys_set_together_names_the_command_line_when_either_came_f
     # a narrowed knob that both drops the initial entry and is itself bad: the error alone, no note before it
     line = reject([f"space={path}", "knobs.num_envs=[0]", out], capsys)
     assert line.startswith("error: command line: knobs.num_envs")
+    # the GPU space's gate (0.85) under a target lowered on the command line: the gate is named, and what to do
+    gated = tmp_path / "gated.yaml"
+    gated.write_text(yaml.safe_dump(dict(data, target={"eval_gate": 0.85, "eval_gate_signal": "on_track"})))
+    line = reject([f"space={gated}", "target.success=0.8", out], capsys)
+    assert line.startswith("error: command line: target.eval_gate") and "set it below the target" in line
 
 
 @pytest.mark.parametrize("where", ["file", "command line"])
