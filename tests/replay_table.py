@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -34,16 +35,14 @@ def write_table(path: Path, mini_batches: tuple[int, ...] = (4,)) -> Path:
     """Four configs per mini-batch count: two reach the target at different costs, two learn too slowly."""
     trials = []
     speeds = {(64, 8): 0.20, (64, 16): 0.10, (128, 8): 0.02, (128, 16): 0.01}
-    for (envs, horizon), rate in speeds.items():
-        for batches in mini_batches:
-            for seed in range(2):
-                trials.append(
-                    {
-                        "params": {"num_envs": envs, "num_steps_per_env": horizon, "num_mini_batches": batches},
-                        "seed": seed,
-                        "curve": curve(rate, step_s=2.0 + seed * 0.1, n=40, env_steps=envs * horizon * 10),
-                    }
-                )
+    for ((envs, horizon), rate), batches, seed in itertools.product(speeds.items(), mini_batches, range(2)):
+        trials.append(
+            {
+                "params": {"num_envs": envs, "num_steps_per_env": horizon, "num_mini_batches": batches},
+                "seed": seed,
+                "curve": curve(rate, step_s=2.0 + seed * 0.1, n=40, env_steps=envs * horizon * 10),
+            }
+        )
     path.write_text(json.dumps({"profile": "recorded", "control_dt_s": 0.02, "device": "synthetic", "trials": trials}))
     return path
 
