@@ -50,6 +50,10 @@ def shares(run_dir: Path) -> dict[str, str]:
         "start-up share": _pct(phase_s.get("startup", 0.0), billable),
         "compile + start-up share": _pct(phase_s.get("compile", 0.0) + phase_s.get("startup", 0.0), billable),
         "all non-training share": _pct(billable - training, billable),
+        # 'answer' was part of 'other' in ledgers written before it was a phase: '-' there
+        "of it: checkpoint, log, answer, other": ", ".join(
+            _pct(phase_s[p], billable) if p in phase_s else "-" for p in ("checkpoint", "log", "answer", "other")
+        ),
         "trials per USD": f"{len(ran) / s.total_usd:.1f}" if s.total_usd > 0 else "-",
         "first trial's start-up s (its parts)": _startup(ends[0]) if ends else "-",
         "first trial: one-time s, first round's training s, training s, billable s": _first(rows),

@@ -26,8 +26,10 @@ from typing import Any
 
 from sweep.prices import usd
 
-#: Phases of a trial, in the order they happen; each is a ``<phase>_s`` column (seconds, cumulative).
-PHASES = ("startup", "compile", "sim", "policy", "learn", "log", "eval", "checkpoint", "other")
+#: Phases of a trial, in the order they happen; each is a ``<phase>_s`` column (seconds, cumulative). 'answer' is
+#: the wait at each checkpoint for the planner's answer (the row sent, the decision back); 'other' is what no
+#: phase claimed (the training side's signals read, the loop's own Python between phases).
+PHASES = ("startup", "compile", "sim", "policy", "learn", "log", "eval", "checkpoint", "answer", "other")
 TRAINING_PHASES = ("sim", "policy", "learn")
 #: Phases a trial pays once, whatever it trains; how long they take depends on what ran before it (a warm XLA
 #: cache, imports already done), so trials are compared without them (:func:`metrics`' ``race_*`` figures).
@@ -47,6 +49,7 @@ _BOTTLENECK = {
     "checkpoint": "logging-bound",
     "startup": "compile-bound",
     "compile": "compile-bound",
+    "answer": "overhead-bound",
     "other": "overhead-bound",
 }
 

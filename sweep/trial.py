@@ -144,11 +144,15 @@ class TrialLog:
         return self.rows.row(state, {**self.progress, **figures}, reason)
 
     def send(self, state: str, reason: str = "") -> tuple[Row, str]:
+        """Send a row and return it with the planner's answer; the wait is billed to 'answer' (in the next row)."""
         row = self.row(state, reason)
         if self.scalars is not None:
             with self.clock.phase("log"):
                 self.scalars.write(row)
-        return row, self.sink(row)
+        t0 = time.perf_counter()  # no device sync: nothing of the device's runs while the trial waits
+        answer = self.sink(row)
+        self.clock.add("answer", time.perf_counter() - t0)
+        return row, answer
 
     def end(self, state: str, reason: str) -> Row:
         """The end row, sent; a trial that did not reach the target drops its checkpoint if asked to."""

@@ -55,8 +55,9 @@ tiny = tiny_trial
 def test_tiny_real_ppo_run_improves_return(tmp_path: Path) -> None:
     rows = []
 
-    def sink(row):
+    def sink(row):  # the planner's answer takes 50 ms: billed to 'answer', in the rows after
         rows.append(row)
+        time.sleep(0.05)
         return CONTINUE if len(rows) < 4 else "stop"
 
     final = run_trial(tiny(), sink, price_usd_per_hour=1.0, price_label="test", out_dir=tmp_path)
@@ -73,6 +74,7 @@ def test_tiny_real_ppo_run_improves_return(tmp_path: Path) -> None:
     assert all(0 <= r.on_track <= 1 for r in checkpoints)  # the embedded env says, at every checkpoint
     m = metrics(final.__dict__)
     assert m["throughput_sps"] > 0 and m["usd"] > 0 and final.phases_s["compile"] > 0
+    assert [round(r.phases_s["answer"] / 0.05) for r in rows] == [0, 1, 2, 3, 4]  # each wait billed, once
     # the start-up's steps, each timed, within the start-up phase's seconds
     parts = final.startup_parts_s
     assert set(parts) == {"backend", "env", "eval_env", "learner"} and min(parts.values()) >= 0
