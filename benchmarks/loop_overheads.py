@@ -10,7 +10,8 @@ Builds one real trial (:func:`sweep.trial.build`: env, learner, the given perf f
 - ``sync``: the device sync at each phase boundary (:func:`sweep.learner.device_sync`: the env's, then torch's);
   ``env sync`` and ``torch sync`` alone; a phase starts and ends with one, three phases an iteration;
 - ``empty phase``: a phase with nothing in it (two syncs and the clock);
-- ``policy timer``: reading one iteration's policy timings (:class:`sweep.learner.PolicyTimer`, two spans a step);
+- ``policy timer``: one iteration's policy timings (:class:`sweep.learner.PolicyTimer`, two spans a step), recorded
+  and read; ``policy timer, new events``: the same with a new CUDA event for every record (:class:`FreshEvents`);
 - ``signals``: what a checkpoint reads of the training side (on-track share, mean return, training success);
 - ``row figures``: the row's peak-memory figures (:func:`sweep.trial.peak_memory_gib`);
 - ``checkpoint``: ``PPO.save()`` and its files (:func:`sweep.checkpoints.save`), the 'checkpoint' phase;
@@ -64,17 +65,32 @@ def per_iteration_ms(built: Any, clock: PhaseClock, iterations: int, rounds: int
     return out
 
 
-def timer_take_ms(device: str, steps: int, repeats: int) -> float:
-    """Median ms of reading one iteration's policy timings: two spans a step, recorded, synced, then taken."""
+class FreshEvents(PolicyTimer):
+    """The reference: a policy timer that makes a new CUDA event for every record and drops them all when read (what
+    :class:`~sweep.learner.PolicyTimer` did before it reused its events)."""
+
+    def _record(self) -> None:
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        self.events.append(event)
+        self.recorded += 1
+
+    def take(self) -> float:
+        seconds = super().take()
+        self.events = []
+        return seconds
+
+
+def timer_ms(timer: PolicyTimer, device: str, steps: int, repeats: int) -> float:
+    """Median ms of one iteration's policy timings: two spans a step recorded, the device synced, the spans read."""
     times = []
     for _ in range(repeats):
-        timer = PolicyTimer(device)
+        t0 = time.perf_counter()
         for _ in range(2 * steps):
             timer.start()
             timer.stop()
         if device.startswith("cuda"):
             torch.cuda.synchronize(device)
-        t0 = time.perf_counter()
         timer.take()
         times.append(time.perf_counter() - t0)
     return statistics.median(times) * 1e3
@@ -117,7 +133,9 @@ def measure(cfg: TrialConfig, rounds: int, repeats: int, out_dir: Path) -> dict[
             "scalars": lambda: scalars.write(row),
         }
         ms = {name: median_ms(fn, repeats) for name, fn in pieces.items()}
-        ms["policy timer"] = timer_take_ms(built.device, cfg.num_steps_per_env, repeats)
+        steps = cfg.num_steps_per_env
+        ms["policy timer"] = timer_ms(PolicyTimer(built.device), built.device, steps, repeats)
+        ms["policy timer, new events"] = timer_ms(FreshEvents(built.device), built.device, steps, repeats)
     return {
         "device": describe_device(built.device),
         "config": f"{cfg.num_envs} x {cfg.num_steps_per_env}",

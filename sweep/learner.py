@@ -28,34 +28,41 @@ from sweep.ledger import PhaseClock
 class PolicyTimer:
     """Accumulates time spent in torch (policy inference, storage) inside the rollout, without syncing.
 
-    On a GPU it records CUDA events and reads them once, at the phase boundary.
+    On a GPU it records CUDA events and reads them once, at the phase boundary. The events are made once and
+    recorded again every iteration (four a control step): none is created or destroyed per step.
     """
 
     def __init__(self, device: str) -> None:
         self.cuda = device.startswith("cuda")
-        self.pairs: list[tuple[Any, Any]] = []
+        self.events: list[Any] = []
+        """CUDA events, in pairs (start, stop); the first ``recorded`` hold this iteration's spans."""
+        self.recorded = 0
         self.cpu_s = 0.0
-        self._t0: Any = None
+        self._t0 = 0.0
+
+    def _record(self) -> None:
+        if self.recorded == len(self.events):
+            self.events.append(torch.cuda.Event(enable_timing=True))
+        self.events[self.recorded].record()
+        self.recorded += 1
 
     def start(self) -> None:
         if self.cuda:
-            self._t0 = torch.cuda.Event(enable_timing=True)
-            self._t0.record()
+            self._record()
         else:
             self._t0 = time.perf_counter()
 
     def stop(self) -> None:
         if self.cuda:
-            end = torch.cuda.Event(enable_timing=True)
-            end.record()
-            self.pairs.append((self._t0, end))
+            self._record()
         else:
             self.cpu_s += time.perf_counter() - self._t0
 
     def take(self) -> float:
-        """Seconds accumulated since the last take (call after a device sync)."""
-        seconds = self.cpu_s + sum(a.elapsed_time(b) for a, b in self.pairs) / 1000.0
-        self.pairs, self.cpu_s = [], 0.0
+        """Seconds accumulated since the last take (call after a device sync: every recorded event has happened)."""
+        spans = self.events[: self.recorded]
+        seconds = self.cpu_s + sum(a.elapsed_time(b) for a, b in zip(spans[::2], spans[1::2], strict=True)) / 1000.0
+        self.recorded, self.cpu_s = 0, 0.0
         return seconds
 
 

@@ -1,10 +1,11 @@
-"""The learner: its agent config is data (building it changes nothing else), and it names the GPU it runs on."""
+"""The learner: its agent config is data (building it changes nothing else), it names the GPU it runs on, and its
+policy timer reuses its CUDA events."""
 
 from __future__ import annotations
 
 import pytest
 
-from sweep import export, perf
+from sweep import export, learner, perf
 from sweep.contract import TrialConfig
 from sweep.learner import agent_config, gpu_slot
 
@@ -33,3 +34,34 @@ def test_a_trial_names_the_machines_own_index_of_its_gpu(monkeypatch) -> None:
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert gpu_slot("cuda:1") == f"{socket.gethostname()}:1"  # every GPU visible: torch's index is the machine's
     assert gpu_slot("cpu") == ""
+
+
+def test_the_policy_timer_sums_its_spans_and_makes_each_cuda_event_once(monkeypatch) -> None:
+    now = [0.0]  # seconds on a fake device clock
+
+    class FakeEvent:
+        made = 0
+
+        def __init__(self, enable_timing: bool) -> None:
+            assert enable_timing
+            FakeEvent.made += 1
+
+        def record(self) -> None:
+            self.at = now[0]
+
+        def elapsed_time(self, end: FakeEvent) -> float:
+            return (end.at - self.at) * 1000.0  # ms, as torch's
+
+    monkeypatch.setattr(learner.torch.cuda, "Event", FakeEvent)
+    timer = learner.PolicyTimer("cuda:0")
+    for _ in range(2):  # two iterations of three control steps: the policy, the env, the storage
+        for _ in range(3):
+            timer.start()
+            now[0] += 0.5
+            timer.stop()
+            now[0] += 2.0  # the simulator: not the policy's
+            timer.start()
+            now[0] += 0.25
+            timer.stop()
+        assert timer.take() == pytest.approx(3 * 0.75)
+    assert FakeEvent.made == 12  # four a step of one iteration, recorded again in the next
