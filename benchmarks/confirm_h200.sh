@@ -8,7 +8,8 @@
 #   bash benchmarks/confirm_h200.sh detach <timeout_s> key=value...  # starts it in its own session, returns
 #   bash benchmarks/confirm_h200.sh follow <wait_s>                   # each next call (within 30 s): waits for it
 # A detached sweep outlives the call that started it (a new process session runs on until the machine goes back);
-# `follow` returns when it has ended or after <wait_s>, and says which ("ended" or "running").
+# `follow` returns when it has ended or after <wait_s>, and says which ("ended" or "running"). Where the device runs
+# commands as an ordinary user rather than root, it ends such a process with the call too: use start and resume.
 # The run folder lives in /tmp/reports/$RUN_ID (default h200_confirmed) between calls; each call copies what it has
 # to $OUT: its console log and run.tgz (the run folder without checkpoints).
 set -u

@@ -149,7 +149,7 @@ class TrialLog:
         if self.scalars is not None:
             with self.clock.phase("log"):
                 self.scalars.write(row)
-        t0 = time.perf_counter()  # no device sync: nothing of the device's runs while the trial waits
+        t0 = time.perf_counter()  # no device sync: the checkpoint phase ended with one, and the wait queues nothing
         answer = self.sink(row)
         self.clock.add("answer", time.perf_counter() - t0)
         return row, answer
