@@ -8,14 +8,17 @@ seconds (every trial, pruned and failed included); "training" is simulation + po
 the recommended config's mean USD to target is on equal terms over its seeds (``sweep.evidence``), with its seeds.
 Evaluation is also split pass by pass (:func:`pass_seconds`): the last pass of each trial that reached the target,
 which runs the whole episode whatever is done, and every other pass. The first trial's bill is split too
-(:func:`first_trial`), and ``--by-size`` adds a table of evaluation against training per training env count
-(:func:`by_size`). ``--every-other`` estimates from each ledger what passes at every other due checkpoint would
-have cost (:func:`every_other`).
+(:func:`first_trial`), and so are the seconds outside the phases (:func:`rises_ms`: the planner's answer a
+checkpoint, what no phase claimed a round). ``--by-size`` adds a table of evaluation against training per training
+env count (:func:`by_size`). ``--every-other`` estimates from each ledger what passes at every other due checkpoint
+would have cost (:func:`every_other`).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,6 +57,7 @@ def shares(run_dir: Path) -> dict[str, str]:
         "of it: checkpoint, log, answer, other": ", ".join(
             _pct(phase_s[p], billable) if p in phase_s else "-" for p in ("checkpoint", "log", "answer", "other")
         ),
+        "median ms: answer a checkpoint, other a round": _answer_other(rows),
         "trials per USD": f"{len(ran) / s.total_usd:.1f}" if s.total_usd > 0 else "-",
         "first trial's start-up s (its parts)": _startup(ends[0]) if ends else "-",
         "first trial: one-time s, first round's training s, training s, billable s": _first(rows),
@@ -86,6 +90,18 @@ def pass_seconds(rows: list[dict]) -> tuple[float, float]:
             last_reached += rises.pop()
         others += sum(rises)
     return last_reached, others
+
+
+def rises_ms(rows: list[dict], phase: str, to_checkpoint: bool) -> list[float]:
+    """Milliseconds of ``phase`` from each checkpoint row to the trial's next row (``to_checkpoint``: to its next
+    checkpoint row only, so a whole round). For 'answer', the wait for the planner's answer to that checkpoint."""
+    out: list[float] = []
+    for trial_rows in by_trial(rows).values():
+        for row, after in itertools.pairwise(trial_rows):
+            if row["state"] == "running" and (after["state"] == "running" or not to_checkpoint):
+                rise = float(after["phases_s"].get(phase, 0.0)) - float(row["phases_s"].get(phase, 0.0))
+                out.append(rise * 1e3)
+    return out
 
 
 def by_trial(rows: list[dict]) -> dict[int, list[dict]]:
@@ -222,6 +238,16 @@ def _startup(row: dict) -> str:
     parts = row.get("startup_parts_s") or {}
     detail = ", ".join(f"{name} {seconds:.1f}" for name, seconds in parts.items())
     return f"{row['phases_s'].get('startup', 0.0):.1f}" + (f" ({detail})" if detail else "")
+
+
+def _answer_other(rows: list[dict]) -> str:
+    """The median ms of 'answer' a checkpoint ('-' where the ledger has no answer phase) and of 'other' a round."""
+    answer = _median(rises_ms(rows, "answer", False)) if any("answer" in r["phases_s"] for r in rows) else "-"
+    return f"{answer}, {_median(rises_ms(rows, 'other', True))}"
+
+
+def _median(values: list[float]) -> str:
+    return f"{statistics.median(values):.1f}" if values else "-"
 
 
 def _pct(part: float, whole: float) -> str:

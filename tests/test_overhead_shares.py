@@ -1,6 +1,8 @@
-"""benchmarks/overhead_shares.py: evaluation split pass by pass from a ledger's rows."""
+"""benchmarks/overhead_shares.py: evaluation pass by pass, the answer a checkpoint, other a round, from ledger rows."""
 
 from __future__ import annotations
+
+import pytest
 
 from tests.helpers import benchmark
 
@@ -107,3 +109,20 @@ def test_passes_at_every_other_due_checkpoint_are_estimated_with_the_look_back_a
     assert e.new_eval_s == 3.5 + (1.0 + 1.5 + 1.5) + (4.0 - 1.0)
     assert e.new_billable_s == e.billable_s - e.eval_s + e.new_eval_s + 4.0  # the extra round's training
     assert e.new_training_s == e.training_s + 4.0
+
+
+def test_the_answer_is_taken_a_checkpoint_and_other_a_round() -> None:
+    shares = benchmark("overhead_shares")
+
+    def at(trial: int, state: str, answer: float, other: float) -> dict:
+        return {"trial": trial, "state": state, "phases_s": {"answer": answer, "other": other}}
+
+    rows = [
+        at(0, "running", 0.0, 0.010),
+        at(1, "running", 0.0, 0.020),
+        at(0, "running", 0.005, 0.030),  # trial 0's first answer, 5 ms; its round's other, 20 ms
+        at(0, "reached", 0.012, 0.031),  # its second answer, 7 ms, before its end row: not a round
+        at(1, "capped", 0.004, 0.022),
+    ]
+    assert shares.rises_ms(rows, "answer", to_checkpoint=False) == pytest.approx([5.0, 7.0, 4.0])
+    assert shares.rises_ms(rows, "other", to_checkpoint=True) == pytest.approx([20.0])
