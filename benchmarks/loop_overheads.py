@@ -81,19 +81,14 @@ class FreshEvents(PolicyTimer):
         return seconds
 
 
-def timer_ms(timer: PolicyTimer, device: str, steps: int, repeats: int) -> float:
-    """Median ms of one iteration's policy timings: two spans a step recorded, the device synced, the spans read."""
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(2 * steps):
-            timer.start()
-            timer.stop()
-        if device.startswith("cuda"):
-            torch.cuda.synchronize(device)
-        timer.take()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
+def timer_iteration(timer: PolicyTimer, device: str, steps: int) -> None:
+    """One iteration's policy timings: two spans a step recorded, the device synced, the spans read."""
+    for _ in range(2 * steps):
+        timer.start()
+        timer.stop()
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+    timer.take()
 
 
 def measure(cfg: TrialConfig, rounds: int, repeats: int, out_dir: Path) -> dict[str, Any]:
@@ -133,9 +128,9 @@ def measure(cfg: TrialConfig, rounds: int, repeats: int, out_dir: Path) -> dict[
             "scalars": lambda: scalars.write(row),
         }
         ms = {name: median_ms(fn, repeats) for name, fn in pieces.items()}
-        steps = cfg.num_steps_per_env
-        ms["policy timer"] = timer_ms(PolicyTimer(built.device), built.device, steps, repeats)
-        ms["policy timer, new events"] = timer_ms(FreshEvents(built.device), built.device, steps, repeats)
+        for name, timer in (("policy timer", PolicyTimer), ("policy timer, new events", FreshEvents)):
+            one = timer(built.device)
+            ms[name] = median_ms(lambda one=one: timer_iteration(one, built.device, cfg.num_steps_per_env), repeats)
     return {
         "device": describe_device(built.device),
         "config": f"{cfg.num_envs} x {cfg.num_steps_per_env}",
