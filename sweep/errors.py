@@ -24,6 +24,50 @@ class TrialFailed(SweepError):
     """A trial could not go on (divergence, out of memory, simulator error); the reason is kept."""
 
 
+#: Import name -> the PyPI distribution that provides it, where the two differ.
+DISTRIBUTIONS = {"rsl_rl": "rsl-rl-lib", "yaml": "pyyaml", "mujoco.mjx": "mujoco-mjx"}
+
+
+def install_spec(module: str) -> tuple[str, str]:
+    """(distribution, pip requirement) that provide ``module``: the requirement is this package's own declared
+    range where it declares one (``flatbuffers>=25.1,<26``), else the bare name."""
+    import re
+    from importlib.metadata import PackageNotFoundError, requires
+
+    dist = DISTRIBUTIONS.get(module) or DISTRIBUTIONS.get(module.split(".")[0]) or module.split(".")[0]
+    try:
+        declared = requires("sweep") or []
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        declared = []
+    norm = re.sub(r"[-_.]+", "-", dist).lower()
+    for req in declared:
+        name = re.match(r"[A-Za-z0-9._-]+", req)
+        if name and re.sub(r"[-_.]+", "-", name.group(0)).lower() == norm and "extra ==" not in req:
+            return dist, req.split(";")[0].replace(" ", "")
+    return dist, dist
+
+
+def check_imports(modules: tuple[str, ...] | list[str], who: str = "the trials") -> None:
+    """Import each module now, in the driver, so that an environment lacking what every trial needs fails in one
+    line naming the package and its install command before any worker starts, not once per trial."""
+    import importlib
+
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            missing = getattr(exc, "name", None) or module
+            if not isinstance(exc, ModuleNotFoundError) or missing.split(".")[0] == "sweep":
+                missing = module  # a package that is there but breaks on import: name the one asked for
+            why = str(exc).strip().splitlines()[0] if str(exc).strip() else "no message"
+            dist, spec = install_spec(missing)
+            raise MissingExtraError(
+                f"{who} need the Python package '{dist}', which cannot be imported (import {missing}: "
+                f"{type(exc).__name__}: {why}); install it with: pip install '{spec}' (pip install -e . installs "
+                "every dependency of sweep)"
+            ) from None
+
+
 def require(module: str, extra: str | None = None):
     """Import ``module`` or raise an error naming what to install (the extra, or the package itself)."""
     import importlib

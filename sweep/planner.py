@@ -37,9 +37,13 @@ from sweep.evidence import ConfigStat, config_identity
 from sweep.ledger import LedgerWriter, end_label, last_rows, read_rows
 from sweep.prices import Price
 from sweep.scheduler import CostPruner
+from sweep.summary import short_reason
 
 #: Repeated proposals told and skipped in a row before the planner queues an untried config itself.
 MAX_REPEATS = 20
+#: Trials in a row that fail for the same reason before the study stops: then the environment is broken, not a
+#: config, and every further trial would fail the same way and be billed for it.
+SAME_FAILURE_STOP = 3
 #: Seconds between touches of the run's heartbeat file while the driver lives.
 HEARTBEAT_S = 2.0
 DUPLICATE = "repeat"
@@ -97,6 +101,8 @@ class Planner:
         """Why running trials are being stopped (budget spent, Ctrl-C); empty while they may go on."""
         self.closed = ""
         """Why no further trial starts (trial limit, every feasible config tried); running ones finish."""
+        self.failures: list[str] = []
+        """The reasons of the trials that failed in a row most recently (emptied by any other end)."""
         self.poll_s = poll_s
         """Seconds between polls of the workers (replayed trials need none)."""
         self.interrupted = interrupted
@@ -380,6 +386,17 @@ class Planner:
     def _finish(self, study: Any, run: Running, row: dict) -> None:
         study_store.tell_end(study, run.optuna_trial, run.rows, row, self.cfg.target.success)
         del self.running[run.number]
+        self._note_end(row)
+
+    def _note_end(self, row: dict) -> None:
+        """Stop the study once :data:`SAME_FAILURE_STOP` trials in a row failed for the same reason."""
+        if row["state"] != "failed":
+            self.failures = []
+            return
+        reason = short_reason(str(row.get("reason", "")))
+        self.failures = [*self.failures, reason] if self.failures[-1:] == [reason] else [reason]
+        if len(self.failures) >= SAME_FAILURE_STOP and not self.stopping:
+            self.stopping = f"{len(self.failures)} trials in a row failed the same way ({reason})"
 
     def _fail_lost(self, study: Any, run: Running, reason: str, state: str = "failed") -> None:
         """A trial whose worker died (or was stopped): billed and told (:func:`sweep.study_store.tell_lost`)."""
@@ -388,6 +405,7 @@ class Planner:
         )
         self._drop_checkpoint(run.number)
         del self.running[run.number]
+        self._note_end(self.rows[-1])
 
     def _tell_unrun(
         self, study: Any, trial: Any, params: dict, reason: str, found: dict[str, float], trial_cfg: dict | None = None

@@ -30,6 +30,7 @@ from sweep.summary import (
     changed_flags,
     ci_text,
     closest_line,
+    failure_line,
     describe_params,
     phase_text,
     reached_text,
@@ -234,6 +235,8 @@ def _card_html(s: Summary) -> str:
         f"<p>Study spend <b>${s.total_usd:.4f}</b>, of which {100 * s.pruned_failed_share:.1f}% on pruned "
         f"and failed trials{' (' + phases + ')' if phases else ''}. Trials: {states_text(s)}.</p>"
     )
+    failed = failure_line(s, "ledger.jsonl")
+    lines += [f'<p class="failures"><b>Failures:</b> {html.escape(failed)}.</p>'] if failed else []
     return "\n".join(lines)
 
 

@@ -7,6 +7,8 @@ into ``reports/<run_id>/`` and prints where they are.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import signal
 import sys
@@ -21,10 +23,16 @@ import yaml
 from sweep import config as config_mod
 from sweep import validation
 from sweep.cli import safe_print
-from sweep.errors import ConfigError, SweepError
+from sweep.errors import ConfigError, check_imports
 
 RUN_FILES = ("config.yaml", "study.db")
+#: What the driver imports only once trials have run (the pool, the study, the report): checked up front, so a
+#: missing package cannot cost a sweep its report.
+DRIVER_MODULES = ("ray", "optuna", "sweep.planner", "sweep.workers", "sweep.report", "sweep.export")
 
+
+#: Exit status of a run whose trials all failed before any was evaluated (bad input is 2, Ctrl-C 130).
+EXIT_ALL_FAILED = 1
 
 #: Top-level keys a resumed run may change (the study's space, target and seeds stay as they were).
 RESUME_OVERRIDABLE = ("budget", "price", "workers", "prune", "checkpoints")
@@ -39,6 +47,8 @@ def prepare(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool]:
     overrides = parse_overrides(argv)
     has_gpu = torch.cuda.is_available()
     resume = overrides.pop("resume", None)
+    if resume is not None and (not isinstance(resume, str) or not resume.strip()):
+        raise ConfigError(f"resume={resume}: give the run folder to continue (resume=reports/<run_id>)")
     if resume:
         run_dir = Path(str(resume))
         if not (run_dir / "config.yaml").is_file() or not (run_dir / "study.db").is_file():
@@ -69,16 +79,25 @@ def prepare(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool]:
     run_dir = Path(cfg.out) / cfg.run_id
     if (run_dir / "study.db").exists():
         raise ConfigError(f"run_id={cfg.run_id}: {run_dir} already holds a run; continue it with resume={run_dir}")
+    return cfg, run_dir, False
+
+
+def make_run_dir(cfg: config_mod.RunConfig, run_dir: Path) -> None:
+    """Create the run folder once every check has passed; if it cannot be written, remove what was made and say so
+    in one line."""
+    made = [p for p in (run_dir, *run_dir.parents) if not p.exists()]
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         probe = run_dir / ".write-test"
         probe.write_text("ok")
         probe.unlink()
     except OSError as exc:
+        for folder in made:  # deepest first: leave nothing behind
+            with contextlib.suppress(OSError):
+                folder.rmdir()
         raise ConfigError(
             f"out={cfg.out}: cannot write the run folder {run_dir} ({exc.strerror}); choose a writable out="
         ) from exc
-    return cfg, run_dir, False
 
 
 def check_study(run_dir: Path) -> None:
@@ -113,6 +132,8 @@ def check_study(run_dir: Path) -> None:
 
 def resolve_runtime(cfg: config_mod.RunConfig, has_gpu: bool) -> tuple[str, Any, float]:
     """(profile, price, control period) for this machine."""
+    import torch
+
     from sweep import prices
     from sweep.backends import get_backend
 
@@ -122,10 +143,18 @@ def resolve_runtime(cfg: config_mod.RunConfig, has_gpu: bool) -> tuple[str, Any,
         gpu = prices.detect_gpu("cuda" if has_gpu else "cpu") if cfg.price.usd_per_hour is None else "custom"
     price = prices.resolve(gpu, cfg.price.kind, cfg.price.usd_per_hour, key=f"{cfg.space}: price")
     backend = get_backend(cfg.backend)
+    check_imports(DRIVER_MODULES, who="sweep.run's driver and report")
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", cfg.device):
         raise ConfigError(f"{cfg.space}: device: '{cfg.device}' is not a device; use auto, cpu, cuda or cuda:N")
     if cfg.workers.address is None:  # a cluster's workers may have what this driver lacks
+        check_imports(("sweep.trial", *backend.requires), who=f"the trials of backend {cfg.backend}")
         backend.preflight(profile, cfg.backend_options)
+        slots = torch.cuda.device_count() if has_gpu else os.cpu_count() or 1
+        if cfg.workers.num > slots:
+            raise ConfigError(
+                f"{cfg.space}: workers.num={cfg.workers.num}: this machine has {slots} "
+                f"{'GPU' if has_gpu else 'CPU'}(s) for a local Ray's workers; lower it (0: as many as fit)"
+            )
         if cfg.device.startswith("cuda") and not has_gpu:
             raise ConfigError(
                 f"{cfg.space}: device={cfg.device}: this machine has no CUDA GPU; use device=auto or device=cpu"
@@ -163,20 +192,27 @@ class Progress:
             safe_print(file=sys.stderr)
 
 
+def plan(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool, tuple[str, Any, float]]:
+    """Every check a run makes before it writes anything or starts a worker: the config, the machine (device,
+    price, installed packages) and a space that something can run in. Returns (config, run folder, resuming?,
+    (profile, price, control period))."""
+    import torch
+
+    from sweep import space
+
+    cfg, run_dir, resuming = prepare(argv)
+    runtime = resolve_runtime(cfg, torch.cuda.is_available())
+    space.feasible_count(cfg, runtime[2], runtime[1].memory_gib)  # a space nothing can run in: say so before Ray
+    return cfg, run_dir, resuming, runtime
+
+
 def main(argv: list[str]) -> int:
     import torch
 
-    cfg, run_dir, resuming = prepare(argv)
+    cfg, run_dir, resuming, (profile, price, control_dt_s) = plan(argv)
     has_gpu = torch.cuda.is_available()
-    from sweep import space
-
-    try:
-        profile, price, control_dt_s = resolve_runtime(cfg, has_gpu)
-        space.feasible_count(cfg, control_dt_s, price.memory_gib)  # a space nothing can run in: say so before Ray
-    except SweepError:
-        if not resuming and run_dir.is_dir() and not any(run_dir.iterdir()):
-            run_dir.rmdir()  # rejected before anything ran: leave no empty run folder behind
-        raise
+    if not resuming:
+        make_run_dir(cfg, run_dir)
     # On resume too: a raised budget must be what the report and the next resume read.
     (run_dir / "config.yaml").write_text(yaml.safe_dump(asdict(cfg), sort_keys=False))
     safe_print(
@@ -212,22 +248,31 @@ def main(argv: list[str]) -> int:
         progress.close()
         pool.shutdown()
         signal.signal(signal.SIGINT, previous)
-    finish(cfg, run_dir)
-    return 130 if ctrl_c.is_set() else 0
+    outcome = finish(cfg, run_dir)
+    if ctrl_c.is_set():
+        return 130
+    if outcome.failed_trials and not outcome.evaluated:
+        safe_print("sweep: every trial failed before its first held-out pass: nothing was measured", file=sys.stderr)
+        return EXIT_ALL_FAILED
+    return 0
 
 
-def finish(cfg: config_mod.RunConfig, run_dir: Path) -> None:
-    """Write the report and recommended.yaml from the ledger and study, and say where they are."""
+def finish(cfg: config_mod.RunConfig, run_dir: Path) -> Any:
+    """Write the report and recommended.yaml from the ledger and study, say where they are, and return the
+    ledger's :class:`~sweep.summary.Summary`."""
     from sweep import export, report, summary
+    from sweep.ledger import read_rows
 
     rows_path = run_dir / "ledger.jsonl"
     html = report.write(run_dir)
     recommended = export.write(run_dir)
-    safe_print(summary.text_summary(run_dir))
+    outcome = summary.summarize(read_rows(rows_path))
+    safe_print(summary.run_text(outcome, rows_path))
     safe_print(f"report:      {html}")
     safe_print(f"recommended: {recommended if recommended else '(no trial reached the target)'}")
     safe_print(f"ledger:      {rows_path}")
     safe_print(f"resume with: python -m sweep.run resume={run_dir}")
+    return outcome
 
 
 if __name__ == "__main__":

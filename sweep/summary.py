@@ -149,6 +149,21 @@ class Summary:
     def reached_trials(self) -> int:
         return self.trials_by_state.get("reached", 0)
 
+    @property
+    def failed_trials(self) -> int:
+        return self.trials_by_state.get("failed", 0)
+
+    @property
+    def evaluated(self) -> bool:
+        """Whether any trial ran a held-out pass."""
+        return self.recommended is not None or self.closest is not None
+
+    @property
+    def top_failure(self) -> tuple[str, int] | None:
+        """The most common reason among failed trials (shortened) and how many trials failed with it."""
+        reasons = Counter(short_reason(t.reason) for t in self.trials.values() if t.state == "failed")
+        return reasons.most_common(1)[0] if reasons else None
+
 
 def summarize(rows: list[dict]) -> Summary:
     """The one summary of a ledger (all figures derived from its rows)."""
@@ -183,6 +198,24 @@ def reached_at_first_checkpoint(rows: list[dict]) -> int:
         it = r.get("iteration", 0)
         first[r["trial"]] = min(first.get(r["trial"], it), it)
     return sum(r["state"] == "reached" and r.get("iteration", 0) == first[t] for t, r in last_rows(rows).items())
+
+
+def short_reason(reason: str, width: int = 160) -> str:
+    """A failure's reason on one line of at most ``width`` characters."""
+    line = " ".join(reason.split()) or "no reason recorded"
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def failure_line(s: Summary, ledger_path: str | Path) -> str | None:
+    """Why trials failed, in one line: the most common reason with its count, and where every reason is."""
+    top = s.top_failure
+    if top is None:
+        return None
+    reason, n = top
+    return (
+        f"{s.failed_trials} trial{'s' if s.failed_trials != 1 else ''} failed; most common reason ({n} of "
+        f"{s.failed_trials}): {reason}; every trial's reason is in {ledger_path}"
+    )
 
 
 def resolution_line(s: Summary) -> str | None:
@@ -264,13 +297,15 @@ def states_text(s: Summary) -> str:
     return ", ".join(f"{n} {state}" for state, n in sorted(s.trials_by_state.items()))
 
 
-def run_text(s: Summary) -> str:
+def run_text(s: Summary, ledger_path: str | Path = "ledger.jsonl") -> str:
     """The end-of-run summary printed by sweep.run."""
     phases = phase_text(s)
     lines = [
         f"trials: {states_text(s) or 'none'}; study spend ${s.total_usd:.4f} "
         f"({100 * s.pruned_failed_share:.1f}% on pruned and failed trials{'; ' + phases if phases else ''})"
     ]
+    failed = failure_line(s, ledger_path)
+    lines += [f"failures: {failed}"] if failed else []
     rec = s.recommended
     if rec:
         lines += [
@@ -293,7 +328,8 @@ def run_text(s: Summary) -> str:
 
 def text_summary(run_dir: str | Path) -> str:
     """The end-of-run summary printed by sweep.run (from the ledger only)."""
-    return run_text(summarize(read_rows(Path(run_dir) / "ledger.jsonl")))
+    path = Path(run_dir) / "ledger.jsonl"
+    return run_text(summarize(read_rows(path)), path)
 
 
 def pass_text(

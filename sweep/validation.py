@@ -3,9 +3,10 @@ confirmation plan. Every error names the file (or the command line) and the key 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
 from sweep.config import Confirm, RunConfig
@@ -102,11 +103,57 @@ def _validate_confirm(cfg: RunConfig) -> None:
     perf.resolve(dict(c.baseline.flags), key=f"{where}: confirm.baseline.flags")
 
 
+#: A run folder's name: one plain path component, so that ``out/<run_id>`` stays inside ``out``.
+RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
+#: ``workers.address``: Ray's 'auto', or host:port (optionally ray://).
+ADDRESS = re.compile(r"auto|(ray://)?[A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?:\d{1,5}")
+#: ``workers.host``: an IPv4 address or a host name.
+HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?")
+
+
+def _non_finite(value: Any, key: str) -> str | None:
+    """The dotted key of the first NaN or infinite number in ``value`` (a dataclass, mapping or list), or None."""
+    if is_dataclass(value):
+        found = (_non_finite(getattr(value, f.name), f"{key}.{f.name}" if key else f.name) for f in fields(value))
+    elif isinstance(value, dict):
+        found = (_non_finite(v, f"{key}.{k}") for k, v in value.items())
+    elif isinstance(value, list):
+        found = (_non_finite(v, f"{key}[{i}]") for i, v in enumerate(value))
+    else:
+        return key if isinstance(value, float) and not math.isfinite(value) else None
+    return next((k for k in found if k is not None), None)
+
+
+def _validate_names(cfg: RunConfig) -> None:
+    """Numbers that are numbers, and the strings that name folders and addresses."""
+    where = cfg.space
+    bad = _non_finite(cfg, "")
+    if bad:
+        raise ConfigError(f"{where}: {bad}: must be a finite number (NaN and infinity mean nothing here)")
+    if cfg.run_id and not RUN_ID.fullmatch(cfg.run_id):  # empty: a timestamp
+        raise ConfigError(
+            f"{where}: run_id: {cfg.run_id!r} is not a folder name: use letters, digits, '.', '_' and '-' (at most "
+            "128, not starting with '.' or '-'); the run folder is always out/<run_id>"
+        )
+    if not cfg.out.strip():
+        raise ConfigError(f"{where}: out: empty; give the folder the run folders go under (default: reports)")
+    if cfg.workers.address is not None and not ADDRESS.fullmatch(cfg.workers.address):
+        raise ConfigError(
+            f"{where}: workers.address: {cfg.workers.address!r} is not a Ray address; use auto or host:port "
+            "(null: a local Ray)"
+        )
+    if not HOST.fullmatch(cfg.workers.host):
+        raise ConfigError(f"{where}: workers.host: {cfg.workers.host!r} is not an address or host name")
+    if not 0 <= cfg.seeds.sampler < 2**32:
+        raise ConfigError(f"{where}: seeds.sampler: must be in [0, 2**32) (got {cfg.seeds.sampler})")
+
+
 def _validate(cfg: RunConfig) -> RunConfig:
     from sweep import perf
     from sweep.backends import get_backend
 
     where = cfg.space
+    _validate_names(cfg)
     backend = get_backend(cfg.backend, key=f"{where}: backend")
     if cfg.profile != "auto":
         backend.check_profile(cfg.profile, key=f"{where}: profile")

@@ -123,6 +123,9 @@ class Backend(ABC):
     """Human-readable success rule, shown in reports and the exported YAML."""
     knobs: tuple[str, ...]
     """Task knobs the planner may sweep (besides num_envs and num_steps_per_env)."""
+    requires: tuple[str, ...] = ()
+    """Modules every trial of this backend imports, some only lazily deep inside a simulator: the driver imports
+    them before any worker starts, so a missing one is one line naming its package, not a failed trial each."""
     xla_cache: bool = False
     """Its env shapes compile through XLA into the persistent cache (``compile_cache``), so they can be compiled
     ahead of the trials that need them (:mod:`sweep.precompile`)."""

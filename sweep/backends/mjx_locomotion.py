@@ -269,6 +269,8 @@ class MjxLocomotion(Backend):
     name = "mjx_locomotion"
     success_rule = "no fall before the time limit and mean xy-velocity tracking error below the profile threshold"
     knobs = ("buffer_donation",)
+    # flatbuffers: jax.export imports it only when the compile cache serializes a compiled step (every trial)
+    requires = ("jax", "mujoco", "mujoco.mjx", "flatbuffers")
     xla_cache = True
 
     def profiles(self) -> dict[str, Profile]:
