@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import BooleanNode, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from sweep.errors import ConfigError
@@ -287,6 +287,9 @@ def _fit(schema: DictConfig, data: Any, where: str, key: str = "") -> dict[Any, 
     out = dict(data)
     for name, value in data.items():
         node = schema.get(name)
+        if name in schema and isinstance(schema._get_node(name), BooleanNode) and value is not None and not isinstance(value, bool):
+            # OmegaConf would read 2 or -7 as true: only true and false mean a switch's state
+            raise ConfigError(f"{where}: {key + '.' if key else ''}{name}: expected true or false, got {value!r}")
         if isinstance(node, ListConfig) and value is not None and not isinstance(value, list):
             out[name] = [value]
         elif isinstance(node, DictConfig):

@@ -150,6 +150,11 @@ def resolve_runtime(cfg: config_mod.RunConfig, has_gpu: bool) -> tuple[str, Any,
         check_imports(("sweep.trial", *backend.requires), who=f"the trials of backend {cfg.backend}")
         backend.preflight(profile, cfg.backend_options)
         slots = torch.cuda.device_count() if has_gpu else os.cpu_count() or 1
+        if not has_gpu and cfg.workers.cpus_per_trial > slots:
+            raise ConfigError(
+                f"{cfg.space}: workers.cpus_per_trial={cfg.workers.cpus_per_trial}: this machine has {slots} CPU(s) "
+                "for a local Ray's workers; lower it"
+            )
         if cfg.workers.num > slots:
             raise ConfigError(
                 f"{cfg.space}: workers.num={cfg.workers.num}: this machine has {slots} "

@@ -113,6 +113,14 @@ def violations(
     return out
 
 
+#: The keys that set each constraint of :func:`violations`.
+CONSTRAINT_KEYS = {
+    "update_period_s": ("knobs.num_steps_per_env", "constraints.max_update_period_s"),
+    "memory_gib": ("knobs.num_envs", "knobs.num_steps_per_env", "target.eval_episodes", "constraints.memory_share"),
+    "mini_batches": ("knobs.num_mini_batches", "knobs.num_envs", "knobs.num_steps_per_env"),
+}
+
+
 def infeasible_reason(found: dict[str, float]) -> str:
     """One line naming the violated constraints."""
     parts = [f"{k} over its bound by {v:g}" for k, v in found.items() if v > 0]
@@ -140,9 +148,10 @@ def feasible_count(cfg: RunConfig, control_dt_s: float, memory_gib: float | None
     count = sum(not any(v > 0 for v in f.values()) for f in found)
     if count == 0:
         closest = min(found, key=lambda f: sum(max(v, 0.0) for v in f.values()))
+        keys = sorted({key for name, v in closest.items() if v > 0 for key in CONSTRAINT_KEYS[name]})
         raise ConfigError(
             f"{cfg.space}: no config of the space satisfies the constraints "
-            f"(the closest is {infeasible_reason(closest)}); widen knobs (smaller num_envs, shorter "
-            "num_steps_per_env) or relax constraints"
+            f"(the closest is {infeasible_reason(closest)}); change {', '.join(keys)}",
+            keys=tuple(keys),
         )
     return count

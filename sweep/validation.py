@@ -7,7 +7,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import fields, is_dataclass, replace
-from typing import Any
+from typing import Any, get_args, get_origin, get_type_hints
 
 from sweep.config import Confirm, RunConfig
 from sweep.errors import ConfigError
@@ -62,21 +62,30 @@ def confirm_trials(confirm: Confirm) -> int:
 
 
 def _validate_confirm(cfg: RunConfig) -> None:
-    """The confirmation section: counts, shares, and a baseline every knob of which is known."""
+    """The confirmation section: counts, shares, and a baseline every knob of which is known. Its values are checked
+    even with the confirmation off (``seeds: 1``): a value that means nothing is refused wherever it stands."""
     from sweep import perf
     from sweep.scheduler import RESERVE_MARGIN
 
     where, c = cfg.space, cfg.confirm
     if c.seeds < 1:
         raise ConfigError(f"{where}: confirm.seeds: must be >= 1 (1: no confirmation; got {c.seeds})")
-    if not c.enabled:
-        return
-    if c.top < 1:
-        raise ConfigError(f"{where}: confirm.top: must be >= 1 (the candidates besides the baseline; got {c.top})")
+    if not 1 <= c.top <= cfg.budget.max_trials:
+        raise ConfigError(
+            f"{where}: confirm.top: must be in [1, budget.max_trials] (the candidates besides the baseline; got "
+            f"{c.top})"
+        )
     if not 0 <= c.budget_share < 1:
         raise ConfigError(f"{where}: confirm.budget_share: must be in [0, 1) (got {c.budget_share})")
     if c.race_factor < 1:
         raise ConfigError(f"{where}: confirm.race_factor: must be >= 1 (got {c.race_factor})")
+    for key in ("num_envs", "num_steps_per_env", "num_mini_batches"):
+        value = getattr(c.baseline, key)
+        if value is not None and value <= 0:
+            raise ConfigError(f"{where}: confirm.baseline.{key}: must be a positive integer (got {value})")
+    perf.resolve(dict(c.baseline.flags), key=f"{where}: confirm.baseline.flags")
+    if not c.enabled:
+        return
     if cfg.intensify >= c.seeds:
         # a finalist the search already ran on every seed would get no confirmation trial, and rank as unconfirmed
         raise ConfigError(
@@ -92,15 +101,11 @@ def _validate_confirm(cfg: RunConfig) -> None:
             keys=("budget.usd", "budget.trial_usd"),
         )
     for key in ("num_envs", "num_steps_per_env", "num_mini_batches"):
-        value = getattr(c.baseline, key)
-        if value is None and len(getattr(cfg.knobs, key)) != 1:
+        if getattr(c.baseline, key) is None and len(getattr(cfg.knobs, key)) != 1:
             raise ConfigError(
                 f"{where}: confirm.baseline.{key}: the space has several choices {getattr(cfg.knobs, key)}; "
                 "name the baseline's value"
             )
-        if value is not None and value <= 0:
-            raise ConfigError(f"{where}: confirm.baseline.{key}: must be a positive integer (got {value})")
-    perf.resolve(dict(c.baseline.flags), key=f"{where}: confirm.baseline.flags")
 
 
 #: A run folder's name: one plain path component, so that ``out/<run_id>`` stays inside ``out``.
@@ -124,9 +129,32 @@ def _non_finite(value: Any, key: str) -> str | None:
     return next((k for k in found if k is not None), None)
 
 
+def _mistyped(value: Any, hint: Any, key: str) -> str | None:
+    """The first value inside ``value`` whose type its schema ``hint`` does not allow, as 'key: what', or None.
+    OmegaConf checks a field's own type but not the elements of its lists and mappings (``[{a: 1}]`` passes as a
+    ``list[int]``)."""
+    if is_dataclass(hint):
+        hints = get_type_hints(hint)
+        found = (
+            _mistyped(getattr(value, f.name), hints[f.name], f"{key}.{f.name}" if key else f.name) for f in fields(hint)
+        )
+        return next((k for k in found if k is not None), None)
+    origin, args = get_origin(hint), get_args(hint)
+    if origin is list and args and args[0] is int:
+        bad = [v for v in value if not isinstance(v, int) or isinstance(v, bool)]
+        return f"{key}: expected whole numbers, got {bad[0]!r}" if bad else None
+    if origin is dict and args and get_origin(args[1]) is list:
+        bad = [k for k, v in value.items() if not isinstance(v, list)]
+        return f"{key}.{bad[0]}: expected a list of choices, got {value[bad[0]]!r}" if bad else None
+    return None
+
+
 def _validate_names(cfg: RunConfig) -> None:
     """Numbers that are numbers, and the strings that name folders and addresses."""
     where = cfg.space
+    wrong = _mistyped(cfg, RunConfig, "")
+    if wrong:
+        raise ConfigError(f"{where}: {wrong}")
     bad = _non_finite(cfg, "")
     if bad:
         raise ConfigError(f"{where}: {bad}: must be a finite number (NaN and infinity mean nothing here)")
@@ -184,9 +212,10 @@ def _validate(cfg: RunConfig) -> RunConfig:
     }
     if cfg.race_slack < 1:
         raise ConfigError(f"{where}: race_slack: must be >= 1 (1: race at the best known cost; got {cfg.race_slack})")
-    if cfg.intensify < 1:
+    if not 1 <= cfg.intensify <= cfg.budget.max_trials:
         raise ConfigError(
-            f"{where}: intensify: must be >= 1 (1: a config runs once in the search; got {cfg.intensify})"
+            f"{where}: intensify: must be in [1, budget.max_trials] (1: a config runs once in the search; got "
+            f"{cfg.intensify})"
         )
     for key, value in positive.items():
         if not value > 0:
@@ -247,8 +276,10 @@ def _validate(cfg: RunConfig) -> RunConfig:
     period = min(cfg.knobs.num_steps_per_env) * backend.control_dt_s(cfg.profile if cfg.profile != "auto" else "cpu")
     if period > cfg.constraints.max_update_period_s:
         raise ConfigError(
-            f"{where}: constraints.max_update_period_s: no config can satisfy it: the shortest horizon "
-            f"({min(cfg.knobs.num_steps_per_env)} steps) takes {period:g} s; raise the bound or add shorter horizons"
+            f"{where}: constraints.max_update_period_s: no config can satisfy it: the shortest horizon in "
+            f"knobs.num_steps_per_env ({min(cfg.knobs.num_steps_per_env)} steps) takes {period:g} s; raise the bound "
+            "or add shorter horizons",
+            keys=("knobs.num_steps_per_env",),
         )
     for i, initial in enumerate(cfg.initial):
         if not isinstance(initial, dict):
