@@ -287,7 +287,8 @@ def _fit(schema: DictConfig, data: Any, where: str, key: str = "") -> dict[Any, 
     out = dict(data)
     for name, value in data.items():
         node = schema.get(name)
-        if name in schema and isinstance(schema._get_node(name), BooleanNode) and value is not None and not isinstance(value, bool):
+        switch = name in schema and isinstance(schema._get_node(name), BooleanNode)
+        if switch and value is not None and not isinstance(value, bool):
             # OmegaConf would read 2 or -7 as true: only true and false mean a switch's state
             raise ConfigError(f"{where}: {key + '.' if key else ''}{name}: expected true or false, got {value!r}")
         if isinstance(node, ListConfig) and value is not None and not isinstance(value, list):
