@@ -69,12 +69,14 @@ def main(argv: list[str], run: Callable[..., Row]) -> int:
     and its ledger. The runner is passed in so that this module needs nothing from the trial's."""
     from sweep.cli import parse_overrides
     from sweep.ledger import LedgerWriter, read_rows
+    from sweep.validation import check_run_id
 
     cfg, extra = config_from_overrides(parse_overrides(argv))
     get_backend(cfg.backend).preflight(cfg.profile, cfg.backend_options)
     device = resolve_device(cfg.device)
     price = resolve_price(extra, device)
     run_id = str(extra.get("run_id") or time.strftime("trial-%Y%m%d-%H%M%S"))
+    check_run_id(run_id, "command line")
     out = Path(str(extra.get("out") or Path("reports") / run_id))
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -116,6 +116,16 @@ ADDRESS = re.compile(r"auto|(ray://)?[A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9]
 HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?")
 
 
+def check_run_id(run_id: str, where: str) -> None:
+    """Refuse a ``run_id`` that is not one plain folder name (``..``, ``a/b``, ``/abs``): the run folder is always
+    ``out/<run_id>``, inside the folder the user chose."""
+    if not RUN_ID.fullmatch(run_id):
+        raise ConfigError(
+            f"{where}: run_id: {run_id!r} is not a folder name: use letters, digits, '.', '_' and '-' (at most 128, "
+            "not starting with '.' or '-'); the run folder is always out/<run_id>"
+        )
+
+
 def _non_finite(value: Any, key: str) -> str | None:
     """The dotted key of the first NaN or infinite number in ``value`` (a dataclass, mapping or list), or None."""
     if is_dataclass(value):
@@ -158,11 +168,8 @@ def _validate_names(cfg: RunConfig) -> None:
     bad = _non_finite(cfg, "")
     if bad:
         raise ConfigError(f"{where}: {bad}: must be a finite number (NaN and infinity mean nothing here)")
-    if cfg.run_id and not RUN_ID.fullmatch(cfg.run_id):  # empty: a timestamp
-        raise ConfigError(
-            f"{where}: run_id: {cfg.run_id!r} is not a folder name: use letters, digits, '.', '_' and '-' (at most "
-            "128, not starting with '.' or '-'); the run folder is always out/<run_id>"
-        )
+    if cfg.run_id:  # empty: a timestamp
+        check_run_id(cfg.run_id, where)
     if not cfg.out.strip():
         raise ConfigError(f"{where}: out: empty; give the folder the run folders go under (default: reports)")
     if cfg.workers.address is not None and not ADDRESS.fullmatch(cfg.workers.address):

@@ -176,3 +176,14 @@ def test_a_value_on_the_command_line_starts_the_run_or_is_refused_in_one_line(ke
 @given(run_id=st.one_of(st.sampled_from(STRINGS), st.text(max_size=20)))
 def test_no_run_id_places_the_run_folder_outside_the_chosen_folder(run_id: str) -> None:
     check("run_id", [f"run_id={run_id}"])
+
+
+@pytest.mark.parametrize("run_id", ["../x", "a/b", "/tmp/elsewhere", "..", ".hidden"])
+def test_sweep_trial_refuses_a_run_id_that_is_not_a_folder_name(run_id: str, tmp_path: Path, capsys) -> None:
+    from sweep.trial import run_trial
+    from sweep.trial_cli import main as trial_main
+
+    with contextlib.chdir(tmp_path), pytest.raises(SystemExit) as exit_info:
+        run_main(lambda argv: trial_main(argv, run=run_trial), [f"run_id={run_id}"])
+    assert exit_info.value.code == 2 and "run_id" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
