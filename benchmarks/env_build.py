@@ -3,7 +3,7 @@
     HOME=/tmp/envbuild python benchmarks/env_build.py 48          # num_envs; the held-out panel has 16 episodes
     HOME=/tmp/envbuild python benchmarks/env_build.py 64 --split  # one env's step: trace, lower, compile or load
 
-Prints the seconds of ``sweep.trial.build`` (both envs and the learner) and of each env's warm-up (its step
+Prints the seconds of ``sweep.trial.runner.build`` (both envs and the learner) and of each env's warm-up (its step
 compiled, or loaded from the persistent cache that the ``compile_cache`` flag keeps under ``$HOME/.cache/sweep``).
 With ``--split``, the seconds of each stage of one env's step function ahead of time instead.
 """
@@ -16,7 +16,7 @@ from contextlib import ExitStack
 
 from sweep.contract import TrialConfig
 from sweep.ledger import PhaseClock
-from sweep.trial import build
+from sweep.trial.runner import build
 
 
 def main(num_envs: int) -> None:

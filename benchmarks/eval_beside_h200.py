@@ -25,12 +25,12 @@ def measure(num_envs: int, steps: int, repeats: int, profile: str) -> dict:
     import torch
 
     from sweep import perf
+    from sweep.backends.policy import MlpPolicy, mlp_policy
     from sweep.contract import TrialConfig
-    from sweep.evaluation import evaluate, warm_up_panel
-    from sweep.learner import describe_device, device_sync
     from sweep.ledger import PhaseClock
-    from sweep.policy import MlpPolicy, mlp_policy
-    from sweep.trial import build, compile_training
+    from sweep.trial.evaluation import evaluate, warm_up_panel
+    from sweep.trial.learner import describe_device, device_sync
+    from sweep.trial.runner import build, compile_training
 
     cfg = TrialConfig(
         profile=profile,

@@ -22,12 +22,12 @@ from pathlib import Path
 import torch
 
 from sweep.contract import TrialConfig
-from sweep.evaluation import evaluate, warm_up_panel
-from sweep.learner import describe_device, device_sync
 from sweep.ledger import PhaseClock
-from sweep.trial import build, compile_training
+from sweep.trial.evaluation import evaluate, warm_up_panel
+from sweep.trial.learner import describe_device, device_sync
+from sweep.trial.runner import build, compile_training
 
-#: The space's third initial config's flags (sweep/spaces/locomotion.yaml): every flag on, the cache on.
+#: The space's third initial config's flags (search_spaces/locomotion.yaml): every flag on, the cache on.
 FLAGS = {
     "fused_optimizer": True,
     "deferred_episode_stats": True,

@@ -24,12 +24,12 @@ def measure(repeats: int) -> dict:
     import torch
 
     from sweep import perf
+    from sweep.backends.policy import mlp_policy
     from sweep.contract import TrialConfig
-    from sweep.evaluation import CHECK_EVERY, evaluate
-    from sweep.learner import describe_device
     from sweep.ledger import PhaseClock
-    from sweep.policy import mlp_policy
-    from sweep.trial import build
+    from sweep.trial.evaluation import CHECK_EVERY, evaluate
+    from sweep.trial.learner import describe_device
+    from sweep.trial.runner import build
 
     cfg = TrialConfig(
         profile="gpu", num_envs=4096, num_steps_per_env=24, eval_episodes=256, seed=3, flags={"compile_cache": True}

@@ -19,7 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweep.evaluation import below_target_for_sure, pass_due
+from sweep.trial.evaluation import below_target_for_sure, pass_due
 
 TARGET = 0.9
 
@@ -72,7 +72,7 @@ def run_rule(
 ) -> tuple[float, float, list[int], int | None]:
     """Training s, pass s, the steps of each pass run and the detecting checkpoint (None: never) of one curve under
     a gate on a training-side ``signal`` (the training episodes' success share, or another the curves recorded), due
-    as a trial decides (:func:`sweep.evaluation.pass_due`: no value means a pass) (``oracle``: only the first
+    as a trial decides (:func:`sweep.trial.evaluation.pass_due`: no value means a pass) (``oracle``: only the first
     reaching pass)."""
     training, evaluation, steps = 0.0, 0.0, []
     first = first_reached(rows, target)

@@ -5,7 +5,8 @@
 For each setting (its ``XLA_FLAGS``, in a fresh process with a cold persistent cache): the seconds to build and
 compile the panel env (256 episodes) and legged_gym's training shape (4096 envs), then per control step:
 
-- ``pass``: a full held-out pass as a trial runs it (``sweep.evaluation.evaluate``, a fresh policy, no early stop);
+- ``pass``: a full held-out pass as a trial runs it (``sweep.trial.evaluation.evaluate``, a fresh policy, no early
+  stop);
 - ``bare``: the panel env's step function alone, called from Python with zero actions (no torch, no policy);
 - ``scan``: the same step inside one ``jax.lax.scan`` of 50 steps (no per-step dispatch: the GPU's own time);
 - ``train``: the 4096-env env's ``step`` with zero actions, as the rollout calls it.
@@ -54,9 +55,9 @@ def measure() -> dict:
     import torch
 
     from sweep.contract import TrialConfig
-    from sweep.evaluation import evaluate
     from sweep.ledger import PhaseClock
-    from sweep.trial import build
+    from sweep.trial.evaluation import evaluate
+    from sweep.trial.runner import build
 
     cfg = TrialConfig(
         profile="gpu",

@@ -2,20 +2,21 @@
 
     python benchmarks/loop_overheads.py --config 4096x24 --profile gpu --rounds 3 --repeats 50 --json out.json
 
-Builds one real trial (:func:`sweep.trial.build`: env, learner, the given perf flags), compiles it, trains
+Builds one real trial (:func:`sweep.trial.runner.build`: env, learner, the given perf flags), compiles it, trains
 ``--rounds`` rounds of ``eval_every`` iterations and takes from its :class:`~sweep.ledger.PhaseClock` each round's
 'log' seconds and the seconds no phase claimed ('other': the loop's own work between phases). Then it times,
 ``--repeats`` times each on the trained trial, what happens between phases or at a checkpoint (median ms a call):
 
-- ``sync``: the device sync at each phase boundary (:func:`sweep.learner.device_sync`: the env's, then torch's);
+- ``sync``: the device sync at each phase boundary (:func:`sweep.trial.learner.device_sync`: the env's, then torch's);
   ``env sync`` and ``torch sync`` alone; a phase starts and ends with one, three phases an iteration;
 - ``empty phase``: a phase with nothing in it (two syncs and the clock);
-- ``policy timer``: one iteration's policy timings (:class:`sweep.learner.PolicyTimer`, two spans a step), recorded
-  and read; ``policy timer, new events``: the same with a new CUDA event for every record (:class:`FreshEvents`);
+- ``policy timer``: one iteration's policy timings (:class:`sweep.trial.learner.PolicyTimer`, two spans a step),
+  recorded and read; ``policy timer, new events``: the same with a new CUDA event for every record
+  (:class:`FreshEvents`);
 - ``signals``: what a checkpoint reads of the training side (on-track share, mean return, training success);
-- ``row figures``: the row's peak-memory figures (:func:`sweep.trial.peak_memory_gib`);
+- ``row figures``: the row's peak-memory figures (:func:`sweep.trial.runner.peak_memory_gib`);
 - ``checkpoint``: ``PPO.save()`` and its files (:func:`sweep.checkpoints.save`), the 'checkpoint' phase;
-- ``scalars``: a row's TensorBoard scalars (:class:`sweep.tblog.TrialScalars`), in the 'log' phase.
+- ``scalars``: a row's TensorBoard scalars (:class:`sweep.trial.tblog.TrialScalars`), in the 'log' phase.
 
 Not timed here: the planner's answer (the ledger's 'answer' phase measures it in every sweep).
 """
@@ -35,11 +36,12 @@ from typing import Any
 import torch
 
 from sweep import checkpoints
-from sweep.contract import TrialConfig, trial_params
-from sweep.learner import PolicyTimer, describe_device, device_sync
+from sweep.contract import TrialConfig
 from sweep.ledger import PhaseClock, TrialRows
-from sweep.tblog import TrialScalars
-from sweep.trial import ON_TRACK_MIN_STEPS, build, compile_training, peak_memory_gib
+from sweep.params import trial_params
+from sweep.trial.learner import PolicyTimer, describe_device, device_sync
+from sweep.trial.runner import ON_TRACK_MIN_STEPS, build, compile_training, peak_memory_gib
+from sweep.trial.tblog import TrialScalars
 
 
 def median_ms(fn: Callable[[], Any], repeats: int) -> float:
@@ -67,7 +69,7 @@ def per_iteration_ms(built: Any, clock: PhaseClock, iterations: int, rounds: int
 
 class FreshEvents(PolicyTimer):
     """The reference: a policy timer that makes a new CUDA event for every record and drops them all when read (what
-    :class:`~sweep.learner.PolicyTimer` did before it reused its events)."""
+    :class:`~sweep.trial.learner.PolicyTimer` did before it reused its events)."""
 
     def _record(self) -> None:
         event = torch.cuda.Event(enable_timing=True)

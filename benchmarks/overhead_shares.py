@@ -5,7 +5,8 @@
 Every figure comes from each folder's ``ledger.jsonl`` (each trial's last row): shares are of the study's billable
 seconds (every trial, pruned and failed included); "training" is simulation + policy + PPO update
 (``sweep.ledger.TRAINING_PHASES``); trials per dollar counts the trials that ran (billed > 0 s) over the study USD;
-the recommended config's mean USD to target is on equal terms over its seeds (``sweep.evidence``), with its seeds.
+the recommended config's mean USD to target is on equal terms over its seeds (``sweep.analysis.evidence``), with its
+seeds.
 Evaluation is also split pass by pass (:func:`pass_seconds`): the last pass of each trial that reached the target,
 which runs the whole episode whatever is done, and every other pass. The first trial's bill is split too
 (:func:`first_trial`), and so are the seconds outside the phases (:func:`rises_ms`: the planner's answer a
@@ -24,8 +25,8 @@ from pathlib import Path
 
 import yaml
 
+from sweep.analysis.summary import summarize
 from sweep.ledger import TRAINING_PHASES, last_rows, metrics, read_rows
-from sweep.summary import summarize
 
 
 def shares(run_dir: Path) -> dict[str, str]:

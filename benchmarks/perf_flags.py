@@ -20,10 +20,10 @@ import torch
 
 from sweep import perf
 from sweep.backends.base import sim_only_rate
-from sweep.backends.mjx_locomotion import PROFILES, MjxLocomotionEnv
+from sweep.backends.mjx.locomotion import PROFILES, MjxLocomotionEnv
 from sweep.contract import TrialConfig
-from sweep.learner import build_learner, device_sync, resolve_device
 from sweep.ledger import PHASES, TRAINING_PHASES, PhaseClock
+from sweep.trial.learner import build_learner, device_sync, resolve_device
 
 
 def variants() -> list[tuple[str, str, dict[str, Any]]]:

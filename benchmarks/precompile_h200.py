@@ -2,9 +2,9 @@
 
     python benchmarks/precompile_h200.py --jobs 1 4 --out $OUT/precompile
 
-For each process count: a fresh cache folder (HOME), the plan ``sweep.run`` would start for ``space=locomotion`` on
-this machine (``sweep.precompile.start``), waited for to the end; prints when each shape was ready (seconds after
-the start, in plan order) and the seconds until the last one, and keeps each run's ``precompile.jsonl``.
+For each process count: a fresh cache folder (HOME), the plan ``sweep.run`` would start for ``space=locomotion``
+on this machine (``sweep.execution.precompile.start``), waited for to the end; prints when each shape was ready
+(seconds after the start, in plan order) and the seconds until the last one, and keeps each run's ``precompile.jsonl``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ import os
 import time
 from pathlib import Path
 
-from sweep import config, precompile, validation
+from sweep import config
+from sweep.config import validation
+from sweep.execution import precompile
 
 
 def run(n: int, out: Path) -> list[dict]:

@@ -1,4 +1,4 @@
-"""What a trial's env build compiles after the worker preloaded its shape (``sweep.preload``), on the GPU.
+"""What a trial's env build compiles after the worker preloaded its shape (``sweep.execution.preload``), on the GPU.
 
 In one process (its own persistent cache, emptied first, so a sweep that follows starts cold): shape A is built the
 way a trial without preloading builds it; shape B is preloaded (``Backend.preload``), then built. For each: the
@@ -25,7 +25,7 @@ def main() -> None:
 
     from sweep import perf
     from sweep.backends import get_backend
-    from sweep.learner import resolve_device
+    from sweep.trial.learner import resolve_device
 
     perf.enable_compile_cache()
     backend, device = get_backend("mjx_locomotion"), resolve_device("auto")

@@ -2,7 +2,7 @@
 
     python benchmarks/profile_calibration.py --profile cpu --set 'cmd_vx=[-0.2,-0.05]' --iters 100
 
-Builds a trial as ``sweep.trial`` does (256 envs x 24 steps, the CPU flags, seed 1) on the profile with the given
+Builds a trial as ``sweep.trial.runner`` does (256 envs x 24 steps, the CPU flags, seed 1) on the profile with the given
 ``TaskParams`` fields replaced, then runs full held-out passes (256 panel episodes, every episode to its end):
 the fresh policy's action mean; after ``--iters`` PPO iterations, the action mean (what ``sweep`` measures) and
 sampled actions (what the training episodes see). Each pass prints its success share, its fall share, and the
@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from sweep.backends import mjx_locomotion
+from sweep.backends.mjx import locomotion as mjx_locomotion
 from sweep.contract import TrialConfig
 from sweep.ledger import PhaseClock
-from sweep.trial import build
+from sweep.trial.runner import build
 
 CPU_FLAGS = ("fused_optimizer", "deferred_episode_stats", "fast_finite_check", "lazy_loss_readout", "buffer_donation")
 

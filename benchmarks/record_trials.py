@@ -37,7 +37,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sweep.ledger import PROGRESS_FIELDS, one_time_s, read_rows
+from sweep.contract import one_time_s
+from sweep.ledger import PROGRESS_FIELDS, read_rows
 
 #: Billable seconds past the equal-terms cap that a recorded trial's start-up and compilation may take (cold compiles
 #: of one shape measured 15-55 s on an H200): the trial's hard cap is ``--cap-s`` plus this.
@@ -70,9 +71,10 @@ def grid(args: argparse.Namespace) -> list[dict]:
     """
     import torch
 
-    from sweep.contract import CONTINUE, TrialConfig, trial_params
+    from sweep.contract import CONTINUE, TrialConfig
     from sweep.ledger import LedgerWriter
-    from sweep.trial import run_trial
+    from sweep.params import trial_params
+    from sweep.trial.runner import run_trial
 
     if args.stepped_passes:
         step_passes_from_python()
@@ -204,7 +206,7 @@ def point_key(params: dict[str, Any], seed: int) -> str:
 
 def step_passes_from_python() -> None:
     """In this process, MJX envs have no loop of their own: a held-out pass steps the policy from Python."""
-    from sweep.backends.mjx_locomotion import MjxLocomotionEnv
+    from sweep.backends.mjx.locomotion import MjxLocomotionEnv
 
     MjxLocomotionEnv.loop_platforms = ()
 
@@ -249,8 +251,8 @@ def main() -> None:
         p.add_argument("--out", required=True)
     args = parser.parse_args()
     if args.cmd == "grid":
+        from sweep.contract import check_training_seed
         from sweep.errors import ConfigError
-        from sweep.evaluation import check_training_seed
 
         try:  # before anything is written or run
             [check_training_seed(int(s), key="--seeds") for s in args.seeds.split(",")]

@@ -2,7 +2,7 @@
 
 Every strategy draws trials from the same recorded table (``benchmarks/record_trials.py``); time and
 spend come from the record. The planner (``planner``: TPE; ``planner-cost``: the cost-aware proposals of
-:mod:`sweep.acquisition`), random and grid runs use the real :class:`sweep.planner.Planner`
+:mod:`sweep.planner.acquisition`), random and grid runs use the real :class:`sweep.planner.loop.Planner`
 (Optuna, cost pruning, budget) with an in-process pool; ASHA on mean reward (what Isaac Lab's Ray
 tuner optimizes) is successive halving on the training return.
 
@@ -10,7 +10,7 @@ The truth is the table's own: each config's mean cost to the target over its rec
 start-up and compilation left out, as the ranking does), per seed that reached it (:func:`config_means`; a seed
 that did not reach adds what it spent and no success). A recommendation is *correct* when its config's mean is within
 10% (``--within``) of the best config's mean. For each of ``--reps`` sampler seeds and each strategy, the replay
-follows the study's recommendation after every trial (:func:`sweep.summary.summarize`, the rule ``sweep.run``
+follows the study's recommendation after every trial (:func:`sweep.analysis.summary.summarize`, the rule ``sweep.run``
 prints; for ASHA the cheapest trial to the target so far) and reports the study USD spent, every trial counted
 (search and confirmation), until the recommendation became correct and stayed so to the study's end; a study that
 ends on a wrong config never got there. Medians, the 10th-90th percentiles and the share of studies that ended
@@ -43,14 +43,15 @@ from pathlib import Path
 from typing import Any
 
 from sweep import config as config_mod
-from sweep import validation
+from sweep.analysis.summary import summarize
 from sweep.backends.replay import load_table
-from sweep.contract import FLAG_PREFIX, TrialParams, config_key
-from sweep.inline import InlinePool
-from sweep.ledger import end_label, metrics, one_time_s, read_rows
-from sweep.planner import Planner
+from sweep.config import validation
+from sweep.contract import one_time_s
+from sweep.execution.inline import InlinePool
+from sweep.ledger import end_label, metrics, read_rows
+from sweep.params import FLAG_PREFIX, TrialParams, config_key
+from sweep.planner.loop import Planner
 from sweep.prices import resolve
-from sweep.summary import summarize
 
 PRICE = resolve("custom", usd_per_hour=3600.0)  # 1 billable second = $1: figures read as seconds too
 

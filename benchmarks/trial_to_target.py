@@ -17,11 +17,11 @@ import torch
 
 from sweep import perf
 from sweep.backends.base import sim_only_rate
-from sweep.backends.mjx_locomotion import PROFILES, MjxLocomotionEnv
+from sweep.backends.mjx.locomotion import PROFILES, MjxLocomotionEnv
 from sweep.contract import CONTINUE, TrialConfig
-from sweep.learner import resolve_device
 from sweep.ledger import LedgerWriter, metrics, read_rows
-from sweep.trial import run_trial
+from sweep.trial.learner import resolve_device
+from sweep.trial.runner import run_trial
 
 VARIANTS = {
     "stock": ("stock", {}),

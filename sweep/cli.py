@@ -37,7 +37,7 @@ def run_main(main: Callable[[list[str]], int | None], argv: Sequence[str] | None
     try:
         code = main(args)
     except SweepError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {printable(str(exc))}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except KeyboardInterrupt:
         safe_print("interrupted", file=sys.stderr)
@@ -46,6 +46,15 @@ def run_main(main: Callable[[list[str]], int | None], argv: Sequence[str] | None
         quiet_stdout()
         sys.exit(1)
     sys.exit(code or 0)
+
+
+#: Characters that end a line for ``str.splitlines`` besides "\n" (a value quoted in a message may hold them).
+_BREAKS = "\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+
+
+def printable(message: str) -> str:
+    """``message`` with every line break but "\n" escaped, so an error is the lines it was written as."""
+    return message.translate({ord(c): repr(c)[1:-1] for c in _BREAKS})
 
 
 def quiet_stdout() -> None:

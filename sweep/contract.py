@@ -11,14 +11,46 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sweep import checkpoints, perf
-from sweep.backends import get_backend
 from sweep.errors import ConfigError
-from sweep.evaluation import DEFAULT_EPISODES, GATE_SIGNALS, check_training_seed
-from sweep.ledger import STUDY_PHASES, one_time_s
 
 if TYPE_CHECKING:
     from sweep.ledger import Row
+
+#: First held-out seed; every training seed must be below it. Training seeds live in ``[0, EVAL_SEED_BASE)``, the
+#: held-out panel's are ``EVAL_SEED_BASE + i``: the two can never meet, whichever path a seed takes.
+EVAL_SEED_BASE = 2**31
+DEFAULT_EPISODES = 256
+
+
+def panel_seeds(episodes: int = DEFAULT_EPISODES) -> list[int]:
+    """Seeds of the held-out panel: one per episode, disjoint from every training seed."""
+    if episodes <= 0:
+        raise ConfigError(f"target.eval_episodes: must be > 0 (got {episodes})")
+    return [EVAL_SEED_BASE + i for i in range(episodes)]
+
+
+def check_training_seed(seed: int, key: str = "seed") -> int:
+    """Reject a training seed that could collide with the held-out panel."""
+    if not 0 <= seed < EVAL_SEED_BASE:
+        raise ConfigError(f"{key}: training seeds must be in [0, {EVAL_SEED_BASE}) (got {seed})")
+    return seed
+
+
+#: The training-side signals a gate can read (``target.eval_gate_signal``), as a sentence names them: the success
+#: share of the training episodes that ended since the last checkpoint (a ledger row's ``train_success``), or the
+#: share of the training envs on track to succeed (``on_track``, :meth:`TaskEnv.on_track_share`).
+GATE_SIGNALS = {"train_success": "training episodes' success", "on_track": "training envs on track"}
+
+#: Phases a trial pays once, whatever it trains; how long they take depends on what ran before it (a warm XLA
+#: cache, imports already done), so trials are compared without them (the ledger's ``race_*`` figures).
+ONE_TIME_PHASES = ("startup", "compile")
+#: Phases of a study, in order: the search, then the confirmation of its finalists on further seeds.
+STUDY_PHASES = ("search", "confirm")
+
+
+def one_time_s(phases_s: Mapping[str, float]) -> float:
+    """Seconds of start-up and compilation (:data:`ONE_TIME_PHASES`) in a row's phase seconds."""
+    return sum(float(phases_s.get(p, 0.0)) for p in ONE_TIME_PHASES)
 
 
 class Decision(str, Enum):
@@ -54,7 +86,8 @@ def stopped_by_cap(row: Mapping[str, Any]) -> bool:
     return row.get("state") == "capped" and str(row.get("reason", "")).startswith(CAP_REASONS)
 
 
-#: How the reason begins of a trial the planner closed because its driver stopped (``sweep.study_store.close_orphans``).
+#: How the reason begins of a trial the planner closed because its driver stopped
+#: (``sweep.planner.study_store.close_orphans``).
 DRIVER_STOPPED = "driver stopped"
 
 
@@ -121,7 +154,7 @@ class TrialConfig:
     """Skip a checkpoint's held-out pass while the training-side signal ``eval_gate_signal`` is below this (0:
     never); a pass always runs at the cap and whenever the trainer or env gives no such value."""
     eval_gate_signal: str = "train_success"
-    """The training-side signal ``eval_gate`` reads (:data:`sweep.evaluation.GATE_SIGNALS`)."""
+    """The training-side signal ``eval_gate`` reads (:data:`sweep.trial.evaluation.GATE_SIGNALS`)."""
     cap_s: float = 600.0
     """Per-trial cap in billable seconds; the trial ends 'capped' past it."""
     race_cap_s: float | None = None
@@ -152,7 +185,8 @@ class TrialConfig:
         return max(1, round(self.eval_every_steps / self.num_steps_per_env))
 
     def validate(self) -> TrialConfig:
-        """Reject bad values before anything is built (errors name the key)."""
+        """Reject bad values before anything is built (errors name the key); the names a backend, the flag
+        catalog and the checkpoint policy know are checked where those live (:func:`sweep.trial.runner.checked`)."""
         for key in ("num_envs", "num_steps_per_env", "num_mini_batches", "num_learning_epochs", "eval_episodes"):
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
@@ -173,105 +207,12 @@ class TrialConfig:
         if self.num_envs * self.num_steps_per_env < self.num_mini_batches:
             raise ConfigError("num_mini_batches: more mini-batches than samples per iteration")
         check_training_seed(self.seed)
-        checkpoints.check_keep(self.checkpoints)
-        backend = get_backend(self.backend)
-        backend.check_profile(self.profile)
-        perf.resolve(self.flags)
         return self
-
-
-#: How a flag is named in a config's params: ``flags.<name>`` (as under ``knobs.flags`` of a space).
-FLAG_PREFIX = "flags."
-#: The spelling of ledgers and recorded tables written before the names were unified; read, never written.
-OLD_FLAG_PREFIX = "flag."
-
-
-def named_flags(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The flags named in ``params`` (either spelling), unresolved: name -> value."""
-    out = {}
-    for key, value in params.items():
-        for prefix in (FLAG_PREFIX, OLD_FLAG_PREFIX):
-            if key.startswith(prefix):
-                out[key[len(prefix) :]] = value
-    return out
-
-
-@dataclass(frozen=True)
-class TrialParams:
-    """What identifies a config: the planner proposes it, the ledger records it, the replay matches on it.
-
-    Backend and profile are not part of it (they are fixed within a study, and a replayed trial matches a
-    recording made with another backend).
-    """
-
-    num_envs: int
-    num_steps_per_env: int
-    num_mini_batches: int
-    num_learning_epochs: int = 5
-    mode: str = "sweep"
-    flags: tuple[tuple[str, Any], ...] = ()
-    """Every catalog flag with its value (defaults filled in), sorted by name."""
-
-    @classmethod
-    def of(cls, params: Mapping[str, Any]) -> TrialParams:
-        """From a planner suggestion, a ledger row's ``params`` or a recorded table's (mini-batches and epochs
-        default as in :class:`TrialConfig` where a row leaves them out)."""
-        return cls(
-            num_envs=int(params["num_envs"]),
-            num_steps_per_env=int(params["num_steps_per_env"]),
-            num_mini_batches=int(params.get("num_mini_batches", 4)),
-            num_learning_epochs=int(params.get("num_learning_epochs", 5)),
-            mode=str(params.get("mode", "sweep")),
-            flags=tuple(sorted(perf.resolve(named_flags(params)).items())),
-        )
-
-    @classmethod
-    def from_config(cls, cfg: TrialConfig) -> TrialParams:
-        return cls(
-            cfg.num_envs,
-            cfg.num_steps_per_env,
-            cfg.num_mini_batches,
-            cfg.num_learning_epochs,
-            cfg.mode,
-            tuple(sorted(perf.resolve(cfg.flags).items())),
-        )
-
-    def key(self) -> tuple:
-        """The one identity of a config (hashable; equal for equal configs however they were spelled)."""
-        return (
-            self.num_envs,
-            self.num_steps_per_env,
-            self.num_mini_batches,
-            self.num_learning_epochs,
-            self.mode,
-            self.flags,
-        )
-
-    def as_dict(self) -> dict[str, Any]:
-        """The ledger's spelling: knobs by name, flags as ``flags.<name>``."""
-        return {
-            "num_envs": self.num_envs,
-            "num_steps_per_env": self.num_steps_per_env,
-            "num_mini_batches": self.num_mini_batches,
-            "num_learning_epochs": self.num_learning_epochs,
-            "mode": self.mode,
-            **{FLAG_PREFIX + k: v for k, v in self.flags},
-        }
-
-
-def trial_params(cfg: TrialConfig) -> dict[str, Any]:
-    """A trial's config as the ledger records it: backend, profile and its :class:`TrialParams`."""
-    return {"backend": cfg.backend, "profile": cfg.profile, **TrialParams.from_config(cfg).as_dict()}
-
-
-def config_key(params: Mapping[str, Any]) -> tuple:
-    """The identity of the config named by ``params`` (any spelling): ``TrialParams.of(params).key()``."""
-    return TrialParams.of(params).key()
 
 
 class TrialRunner(Protocol):
     """Runs one trial to its end: every row goes to ``sink`` (which answers), the end row is returned.
-    :func:`sweep.trial.run_trial` simulates; :func:`sweep.backends.replay.replay_trial` serves a recording."""
+    :func:`sweep.trial.runner.run_trial` simulates; :func:`sweep.backends.replay.replay_trial` serves a recording."""
 
     def __call__(
         self,
@@ -287,7 +228,8 @@ class TrialRunner(Protocol):
 
 
 class TrialPool(Protocol):
-    """Where the planner's trials run (:class:`sweep.workers.WorkerPool`, :class:`sweep.inline.InlinePool`)."""
+    """Where the planner's trials run (:class:`sweep.execution.workers.WorkerPool`,
+    :class:`sweep.execution.inline.InlinePool`)."""
 
     size: int
     """Trials that can run at once."""

@@ -18,12 +18,13 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sweep.contract import one_time_s
 from sweep.prices import usd
 
 #: Phases of a trial, in the order they happen; each is a ``<phase>_s`` column (seconds, cumulative). 'answer' is
@@ -31,13 +32,8 @@ from sweep.prices import usd
 #: phase claimed (the training side's signals read, the loop's own Python between phases).
 PHASES = ("startup", "compile", "sim", "policy", "learn", "log", "eval", "checkpoint", "answer", "other")
 TRAINING_PHASES = ("sim", "policy", "learn")
-#: Phases a trial pays once, whatever it trains; how long they take depends on what ran before it (a warm XLA
-#: cache, imports already done), so trials are compared without them (:func:`metrics`' ``race_*`` figures).
-ONE_TIME_PHASES = ("startup", "compile")
 #: Trial states. 'running' rows are checkpoints; the others end a trial.
 END_STATES = ("reached", "capped", "pruned", "failed")
-#: Phases of a study, in order: the search, then the confirmation of its finalists on further seeds.
-STUDY_PHASES = ("search", "confirm")
 #: Peak device memory above this share of capacity labels a trial memory-bound.
 MEMORY_BOUND_SHARE = 0.9
 _BOTTLENECK = {
@@ -99,7 +95,7 @@ class Row:
     """Why the trial ended this way (failed / pruned / capped)."""
     device: str = ""
     gpu: str = ""
-    """Which GPU the trial ran on, ``<host>:<index>`` (:func:`sweep.learner.gpu_slot`); '' on a CPU."""
+    """Which GPU the trial ran on, ``<host>:<index>`` (:func:`sweep.trial.learner.gpu_slot`); '' on a CPU."""
     seed: int = 0
     checkpoint: str = ""
     """The trial's checkpoint file as of this row, relative to the run folder ('' when none is kept): the one
@@ -179,11 +175,6 @@ class TrialRows:
             baseline=self.baseline,
             **figures,
         )
-
-
-def one_time_s(phases_s: Mapping[str, float]) -> float:
-    """Seconds of start-up and compilation (:data:`ONE_TIME_PHASES`) in a row's phase seconds."""
-    return sum(float(phases_s.get(p, 0.0)) for p in ONE_TIME_PHASES)
 
 
 def metrics(row: Row | dict) -> dict[str, Any]:

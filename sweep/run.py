@@ -21,14 +21,14 @@ from typing import Any
 import yaml
 
 from sweep import config as config_mod
-from sweep import validation
 from sweep.cli import safe_print
+from sweep.config import validation
 from sweep.errors import ConfigError, check_imports
 
 RUN_FILES = ("config.yaml", "study.db")
 #: What the driver imports only once trials have run (the pool, the study, the report): checked up front, so a
 #: missing package cannot cost a sweep its report.
-DRIVER_MODULES = ("ray", "optuna", "sweep.planner", "sweep.workers", "sweep.report", "sweep.export")
+DRIVER_MODULES = ("ray", "optuna", "sweep.planner", "sweep.execution", "sweep.report", "sweep.report.export")
 
 
 #: Exit status of a run whose trials all failed before any was evaluated (bad input is 2, Ctrl-C 130).
@@ -203,7 +203,7 @@ def plan(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool, tuple[str, 
     (profile, price, control period))."""
     import torch
 
-    from sweep import space
+    from sweep.planner import space
 
     cfg, run_dir, resuming = prepare(argv)
     runtime = resolve_runtime(cfg, torch.cuda.is_available())
@@ -225,9 +225,9 @@ def main(argv: list[str]) -> int:
         f"budget ${cfg.budget.usd:g} (per trial ${cfg.budget.trial_usd:g}) at {price.label} ${price.usd_per_hour:g}/h",
         flush=True,
     )
-    from sweep import precompile
-    from sweep.planner import Planner
-    from sweep.workers import WorkerPool, wait_ready
+    from sweep.execution import precompile
+    from sweep.execution.workers import WorkerPool, wait_ready
+    from sweep.planner.loop import Planner
 
     pool = WorkerPool(cfg.workers, use_gpu=has_gpu)
     progress = Progress()
@@ -264,9 +264,11 @@ def main(argv: list[str]) -> int:
 
 def finish(cfg: config_mod.RunConfig, run_dir: Path) -> Any:
     """Write the report and recommended.yaml from the ledger and study, say where they are, and return the
-    ledger's :class:`~sweep.summary.Summary`."""
-    from sweep import export, report, summary
+    ledger's :class:`~sweep.analysis.summary.Summary`."""
+    from sweep.analysis import summary
     from sweep.ledger import read_rows
+    from sweep.report import export
+    from sweep.report import page as report
 
     rows_path = run_dir / "ledger.jsonl"
     html = report.write(run_dir)

@@ -61,7 +61,7 @@ def reached_trial(run_dir: Path, **overrides):
 
     Returns the trained PPO algorithm as the trial left it: the one whose checkpoint reached the target.
     """
-    import sweep.trial as trial_mod
+    import sweep.trial.runner as trial_mod
     from sweep.ledger import LedgerWriter
 
     trained = {}

@@ -6,7 +6,7 @@ import itertools
 import json
 from pathlib import Path
 
-from sweep.evaluation import wilson_interval
+from sweep.trial.evaluation import wilson_interval
 
 
 def curve(rate: float, step_s: float, n: int, env_steps: int) -> list[dict]:

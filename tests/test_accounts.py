@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sweep.accounts import Accounts
-from sweep.scheduler import RESERVE_MARGIN
+from sweep.planner.accounts import Accounts
+from sweep.planner.pruner import RESERVE_MARGIN
 from tests.test_leader import PRICE, end
 from tests.test_planner import make_cfg
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from sweep import acquisition
 from sweep.backends.replay import load_table
-from sweep.contract import config_key
 from sweep.ledger import end_label, last_rows
+from sweep.params import config_key
+from sweep.planner import acquisition
 from tests.helpers import search_efficiency
 from tests.replay_table import write_table
 

@@ -18,15 +18,18 @@ import torch
 import yaml
 from tensordict import TensorDict
 
-from sweep import config, space, validation
+from sweep import config
 from sweep.backends import get_backend
-from sweep.backends import isaaclab as il
-from sweep.backends import isaaclab_cfg as ilc
-from sweep.contract import TrialConfig
+from sweep.backends.isaaclab import backend as il
+from sweep.backends.isaaclab import cfg as ilc
+from sweep.config import validation
+from sweep.contract import TrialConfig, panel_seeds
 from sweep.errors import ConfigError, MissingExtraError, SweepError
-from sweep.evaluation import evaluate, panel_seeds
-from sweep.export import implied_agent_config
 from sweep.ledger import read_rows
+from sweep.planner import space
+from sweep.report.export import implied_agent_config
+from sweep.trial.cli import checked
+from sweep.trial.evaluation import evaluate
 from tests import isaaclab_standin as standin
 from tests.helpers import run_module
 
@@ -233,7 +236,7 @@ def test_physx_without_isaac_sim_is_one_line_naming_the_newton_preset(monkeypatc
 
 
 def test_a_system_exit_inside_a_trial_is_a_failed_trial_not_a_dead_worker(monkeypatch) -> None:
-    from sweep.trial import run_trial
+    from sweep.trial.runner import run_trial
 
     def exits(*args: Any, **kwargs: Any) -> None:
         raise SystemExit(1)  # what Isaac Lab's app launcher does without Isaac Sim
@@ -428,7 +431,7 @@ def test_backend_facts_come_from_isaac_labs_velocity_env() -> None:
     assert profiles[FLAT].episode_steps == 1000 and profiles[FLAT].success_threshold == 0.5
     assert backend.control_dt_s(FLAT) == pytest.approx(0.02)
     assert set(backend.knobs) == {"gpu_max_num_partitions", "physics_preset", "newton_cuda_graph", "asset_root", "env"}
-    assert TrialConfig(backend="isaaclab", profile=FLAT, num_envs=4096).validate().profile == FLAT
+    assert checked(TrialConfig(backend="isaaclab", profile=FLAT, num_envs=4096)).profile == FLAT
 
 
 # -- recommended.yaml's isaaclab section --------------------------------------------------------------------------

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from sweep.backends import get_backend
-from sweep.backends.mjx_locomotion import MjxLocomotionEnv, with_overrides
-from sweep.backends.mjx_task import NUM_ACTIONS, OBS_DIM
+from sweep.backends.mjx.locomotion import MjxLocomotionEnv, with_overrides
+from sweep.backends.mjx.task import NUM_ACTIONS, OBS_DIM
 from sweep.errors import ConfigError
 
 N = 8
@@ -101,10 +101,10 @@ def test_a_pass_in_the_envs_own_loop_counts_as_one_stepped_from_python() -> None
     """Same panel, same policy: the device loop's pass has the stepped pass's successes, steps and early verdict.
     Forward commands, which the trotting reference alone mostly meets: some episodes succeed, some fail."""
     from sweep import perf
-    from sweep.contract import TrialConfig
-    from sweep.evaluation import evaluate, panel_seeds
-    from sweep.learner import build_learner
+    from sweep.contract import TrialConfig, panel_seeds
     from sweep.ledger import PhaseClock
+    from sweep.trial.evaluation import evaluate
+    from sweep.trial.learner import build_learner
 
     cfg = TrialConfig(profile="cpu", num_envs=16, num_steps_per_env=8, seed=2, flags={"compile_cache": True})
     env = get_backend("mjx_locomotion").make_env(16, 2, "cpu", "cpu")

@@ -207,8 +207,8 @@ def test_a_training_seed_reaching_the_held_out_range_is_refused_before_anything_
 
 
 def test_sweep_trial_and_record_trials_refuse_held_out_training_seeds(tmp_path: Path, capsys) -> None:
-    from sweep.trial import run_trial
-    from sweep.trial_cli import main as trial_main
+    from sweep.trial.cli import main as trial_main
+    from sweep.trial.runner import run_trial
 
     with pytest.raises(SystemExit) as exit_info:
         run_main(lambda argv: trial_main(argv, run=run_trial), [f"seed={2**31}", f"out={tmp_path}"])

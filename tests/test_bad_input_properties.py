@@ -103,7 +103,7 @@ def attempt(argv: list[str]) -> tuple[int, str, Path | None]:
     err = io.StringIO()
     with (
         mock.patch.object(run_mod, "make_run_dir", record),
-        mock.patch("sweep.workers.WorkerPool", start_workers),
+        mock.patch("sweep.execution.workers.WorkerPool", start_workers),
         contextlib.redirect_stderr(err),
         contextlib.redirect_stdout(io.StringIO()),
     ):
@@ -180,8 +180,8 @@ def test_no_run_id_places_the_run_folder_outside_the_chosen_folder(run_id: str) 
 
 @pytest.mark.parametrize("run_id", ["../x", "a/b", "/tmp/elsewhere", "..", ".hidden"])
 def test_sweep_trial_refuses_a_run_id_that_is_not_a_folder_name(run_id: str, tmp_path: Path, capsys) -> None:
-    from sweep.trial import run_trial
-    from sweep.trial_cli import main as trial_main
+    from sweep.trial.cli import main as trial_main
+    from sweep.trial.runner import run_trial
 
     with contextlib.chdir(tmp_path), pytest.raises(SystemExit) as exit_info:
         run_main(lambda argv: trial_main(argv, run=run_trial), [f"run_id={run_id}"])

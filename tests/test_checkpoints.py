@@ -11,7 +11,8 @@ from sweep import checkpoints
 from sweep.contract import PRUNE
 from sweep.errors import ConfigError
 from sweep.ledger import last_rows, read_rows
-from sweep.trial import run_trial
+from sweep.trial.cli import checked
+from sweep.trial.runner import run_trial
 from tests.helpers import tiny_trial
 
 
@@ -52,4 +53,4 @@ def test_save_replaces_both_files_and_prune_removes_them(tmp_path: Path) -> None
 
 def test_an_unknown_keep_setting_names_the_key_and_the_choices() -> None:
     with pytest.raises(ConfigError, match=r"checkpoints: must be one of all, reached \(got 'best'\)"):
-        tiny_trial(checkpoints="best")
+        checked(tiny_trial(checkpoints="best"))

@@ -3,47 +3,58 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import pytest
 
-from sweep import config, validation
+from sweep import config
+from sweep.config import validation
 from sweep.errors import ConfigError
 
 
-def test_the_search_spaces_ship_inside_the_package(tmp_path, monkeypatch) -> None:
-    """A non-editable install carries the spaces: they are package data, found from any folder."""
+def test_the_search_spaces_ship_inside_the_wheel_and_are_found_from_any_folder(tmp_path: Path) -> None:
+    """The top-level search_spaces/ is installed as sweep.spaces: a built wheel carries every file, and a run from
+    another folder finds ``space=locomotion`` inside the installed package."""
     import subprocess
     import sys
     import zipfile
 
-    from sweep import config as config_mod
-
     root = Path(__file__).resolve().parents[1]
-    assert config_mod.SPACES_DIR.parent == Path(config_mod.__file__).resolve().parent
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(tmp_path),
-            str(root),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    pip = [sys.executable, "-m", "pip"]
+    build = [*pip, "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(root)]
+    subprocess.run(build, check=True, capture_output=True, timeout=300)
     (wheel,) = tmp_path.glob("sweep-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    shipped = {f"sweep/spaces/{p.name}" for p in config_mod.SPACES_DIR.glob("*.yaml")}
+    shipped = {f"sweep/spaces/{p.name}" for p in (root / "search_spaces").glob("*.yaml")}
     assert {"sweep/spaces/locomotion.yaml", "sweep/spaces/anymal_d_flat.yaml"} <= shipped <= names
-    monkeypatch.chdir(tmp_path)  # not the checkout
-    assert config_mod.find_space("locomotion") == config_mod.SPACES_DIR / "locomotion.yaml"
+    site = tmp_path / "site"
+    subprocess.run([*pip, "install", "-q", "--no-deps", "--target", str(site), str(wheel)], check=True, timeout=300)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(site)}
+
+    def python(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, *args], cwd=elsewhere, capture_output=True, text=True, env=env)
+
+    found = python("-c", "from sweep.config import find_space; print(find_space('locomotion'))")
+    assert Path(found.stdout.strip()) == site / "sweep" / "spaces" / "locomotion.yaml", found.stderr
+    run = python("-m", "sweep.run", "space=locomotion", "budget.usd=-1")  # refused after the space was read
+    assert run.returncode == 2 and "budget.usd: must be > 0" in run.stderr, run.stderr
+
+
+def test_an_editable_install_finds_the_checkouts_search_spaces(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    code = "import sweep.spaces; from sweep.config import find_space; print(find_space('locomotion'))"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    found = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env)
+    if "No module named 'sweep'" in found.stderr:
+        pytest.skip("sweep is not installed in this environment (pip install -e .)")
+    assert found.returncode == 0, found.stderr
+    assert Path(found.stdout.strip()) == root / "search_spaces" / "locomotion.yaml"
 
 
 def test_the_file_its_machine_block_and_the_command_line_merge_in_that_order_into_a_frozen_config() -> None:
@@ -77,8 +88,9 @@ def test_a_bad_key_or_type_names_where_it_came_from_and_the_key(data: dict, over
 
 
 def test_the_shipped_gpu_spaces_confirm_against_their_first_initial_entry_stock_rsl_rl() -> None:
-    from sweep import perf, space
-    from sweep.contract import config_key
+    from sweep import perf
+    from sweep.params import config_key
+    from sweep.planner import space
 
     for name in ("locomotion", "anymal_d_flat"):
         cfg = validation.validate(config.load(name, {}, has_gpu=True))

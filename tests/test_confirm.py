@@ -8,10 +8,13 @@ from pathlib import Path
 import optuna
 import pytest
 
-from sweep import config, confirm, evidence, summary, validation
+from sweep import config
+from sweep.analysis import evidence, summary
+from sweep.config import validation
+from sweep.contract import EVAL_SEED_BASE
 from sweep.errors import ConfigError
-from sweep.evaluation import EVAL_SEED_BASE
 from sweep.ledger import last_rows, metrics, read_rows
+from sweep.planner import confirm
 from tests.replay_table import write_seeded_table
 from tests.test_planner import planner
 

@@ -16,7 +16,7 @@ import tomllib
 
 from sweep import run as run_mod
 from sweep.backends import REGISTRY, get_backend
-from sweep.planner import SAME_FAILURE_STOP, Planner
+from sweep.planner.loop import SAME_FAILURE_STOP, Planner
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())

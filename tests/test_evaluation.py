@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from sweep.contract import EVAL_SEED_BASE, check_training_seed, panel_seeds
 from sweep.errors import ConfigError
-from sweep.evaluation import EVAL_SEED_BASE, check_training_seed, panel_seeds, wilson_interval
+from sweep.trial.evaluation import wilson_interval
 
 
 def test_panel_and_training_seeds_are_disjoint() -> None:
@@ -39,8 +40,8 @@ def fresh_policy(profile: str, seed: int, panel_envs: int):
     from sweep import perf
     from sweep.backends import get_backend
     from sweep.contract import TrialConfig
-    from sweep.learner import build_learner
     from sweep.ledger import PhaseClock
+    from sweep.trial.learner import build_learner
 
     cfg = TrialConfig(profile=profile, num_envs=32, num_steps_per_env=8, seed=seed, flags={"compile_cache": True})
     backend = get_backend("mjx_locomotion")
@@ -52,15 +53,15 @@ def fresh_policy(profile: str, seed: int, panel_envs: int):
 @pytest.mark.parametrize("profile", ["cpu", "gpu"])
 def test_a_freshly_initialized_policy_scores_under_0_2_held_out_success(profile: str) -> None:
     """A target that an untrained policy already meets cannot separate configs: the metric must start low."""
-    from sweep.evaluation import evaluate
+    from sweep.trial.evaluation import evaluate
 
     policy, panel = fresh_policy(profile, 3, 64)
     assert evaluate(policy, panel, panel_seeds(64)).rate < 0.2
 
 
 def test_a_pass_of_a_copy_of_the_weights_is_the_pass_of_the_module() -> None:
-    from sweep.evaluation import evaluate
-    from sweep.policy import mlp_policy
+    from sweep.backends.policy import mlp_policy
+    from sweep.trial.evaluation import evaluate
 
     policy, panel = fresh_policy("cpu", 4, 48)
     module = evaluate(policy, panel, panel_seeds(48))
@@ -102,7 +103,7 @@ def test_a_pass_stopped_once_decided_gives_the_full_pass_verdict(seed: int) -> N
 
     import torch
 
-    from sweep.evaluation import evaluate
+    from sweep.trial.evaluation import evaluate
 
     rng = random.Random(seed)
     n, length, target = 64, 400, rng.choice([0.5, 0.8, 0.9])
@@ -124,7 +125,7 @@ def test_a_pass_stopped_once_decided_gives_the_full_pass_verdict(seed: int) -> N
 def test_a_pass_that_falls_early_stops_at_the_first_check() -> None:
     import torch
 
-    from sweep.evaluation import evaluate
+    from sweep.trial.evaluation import evaluate
 
     fall = [10] * 20 + [None] * 44  # 20 of 64 fall at step 10: a 0.9 target is out of reach from then on
     result = evaluate(torch.nn.Identity(), ScriptedPanel(fall, [True] * 64, 1000), panel_seeds(64), target=0.9)
@@ -137,7 +138,7 @@ def test_each_check_of_a_full_pass_is_reported_with_the_counts_so_far() -> None:
     being the pass's own."""
     import torch
 
-    from sweep.evaluation import evaluate
+    from sweep.trial.evaluation import evaluate
 
     fall = [60] * 10 + [None] * 54  # 10 fall at step 60; of the rest, the first 40 succeed at the time limit
     seen = []
@@ -153,7 +154,7 @@ def test_each_check_of_a_full_pass_is_reported_with_the_counts_so_far() -> None:
 
 def test_an_untrained_policy_on_the_real_task_is_decided_early_with_the_full_verdict() -> None:
     """The embedded task, a fresh policy: the pass stops long before the time limit, with the same verdict."""
-    from sweep.evaluation import evaluate
+    from sweep.trial.evaluation import evaluate
 
     policy, panel = fresh_policy("gpu", 5, 64)
     full = evaluate(policy, panel, panel_seeds(64))

@@ -13,10 +13,10 @@ import pytest
 import torch
 import yaml
 
-from sweep import export
 from sweep.backends.replay import replay_trial
 from sweep.contract import TrialConfig
 from sweep.ledger import LedgerWriter, last_rows, read_rows
+from sweep.report import export
 from tests.helpers import run_module
 from tests.replay_table import write_table
 

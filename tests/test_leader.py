@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sweep import leader
-from sweep.evidence import config_identity
+from sweep.analysis.evidence import config_identity
+from sweep.planner import leader
 
 PRICE = 3600.0  # $1 per billable second
 

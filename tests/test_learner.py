@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from sweep import export, learner, perf
+from sweep import perf
 from sweep.contract import TrialConfig
-from sweep.learner import agent_config, gpu_slot
+from sweep.report import export
+from sweep.trial import learner
+from sweep.trial.learner import agent_config, gpu_slot
 
 
 def test_the_agent_config_has_no_side_effect_and_carries_the_flags(monkeypatch) -> None:
     def forbidden() -> None:
         raise AssertionError("building an agent config switched the XLA compile cache on")
 
-    monkeypatch.setattr(perf, "enable_compile_cache", forbidden)
+    monkeypatch.setattr("sweep.perf.apply.enable_compile_cache", forbidden)
     flags = perf.resolve({"compile_cache": True, "fast_finite_check": True, "fused_optimizer": True})
     cfg = TrialConfig(num_envs=64, num_steps_per_env=8, flags=flags)
     agent = agent_config(cfg, flags)

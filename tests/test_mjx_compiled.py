@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from sweep.backends import mjx_compiled
+from sweep.backends.mjx import compiled as mjx_compiled
 
 
 def test_threads_that_need_one_shape_at_once_compute_it_once() -> None:
@@ -29,8 +29,8 @@ def test_threads_that_need_one_shape_at_once_compute_it_once() -> None:
 
 
 def test_without_the_persistent_cache_the_jitted_functions_are_used(monkeypatch, cpu) -> None:
-    from sweep.backends import mjx_export
-    from sweep.backends.mjx_locomotion import PROFILES
+    from sweep.backends.mjx import export as mjx_export
+    from sweep.backends.mjx.locomotion import PROFILES
 
     monkeypatch.setattr(mjx_export, "cache_dir", lambda: None)
     mjx_compiled.shape_functions.cache_clear()

@@ -9,10 +9,10 @@ def test_exported_functions_match_the_jitted_ones_step_for_step(tmp_path: Path, 
     import jax
     import numpy as np
 
-    from sweep.backends import mjx_export
-    from sweep.backends.mjx_compiled import task_functions
-    from sweep.backends.mjx_locomotion import PROFILES
-    from sweep.backends.mjx_task import NUM_ACTIONS, train_keys
+    from sweep.backends.mjx import export as mjx_export
+    from sweep.backends.mjx.compiled import task_functions
+    from sweep.backends.mjx.locomotion import PROFILES
+    from sweep.backends.mjx.task import NUM_ACTIONS, train_keys
 
     monkeypatch.setattr(mjx_export, "cache_dir", lambda: tmp_path)
     n = 8
@@ -39,9 +39,10 @@ def test_exported_functions_match_the_jitted_ones_step_for_step(tmp_path: Path, 
 
 
 def test_the_key_changes_with_whatever_the_lowered_code_depends_on(tmp_path: Path, cpu) -> None:
-    from sweep.backends import mjx_export, mjx_task
-    from sweep.backends.mjx_compiled import model_path
-    from sweep.backends.mjx_locomotion import PROFILES, with_overrides
+    from sweep.backends.mjx import export as mjx_export
+    from sweep.backends.mjx import task as mjx_task
+    from sweep.backends.mjx.compiled import model_path
+    from sweep.backends.mjx.locomotion import PROFILES, with_overrides
 
     files = (mjx_task.__file__, model_path())
     base = mjx_export.shape_key(PROFILES["cpu"], False, 64, cpu, files)

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from sweep import perf
-from sweep.backends.mjx_locomotion import MjxLocomotionEnv, with_overrides
+from sweep.backends.mjx.locomotion import MjxLocomotionEnv, with_overrides
 from sweep.contract import TrialConfig
-from sweep.learner import SweepLoop, agent_config
 from sweep.ledger import PhaseClock
+from sweep.trial.learner import SweepLoop, agent_config
 
 N, T = 16, 8
 #: Relative tolerance for flags documented as exact "within 1e-5 relative" (different float summation order).

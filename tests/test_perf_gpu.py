@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from sweep import perf
-from sweep.backends.mjx_locomotion import MjxLocomotionEnv, with_overrides
+from sweep.backends.mjx.locomotion import MjxLocomotionEnv, with_overrides
 from sweep.contract import TrialConfig
-from sweep.learner import SweepLoop, agent_config
 from sweep.ledger import PhaseClock
+from sweep.trial.learner import SweepLoop, agent_config
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 N, T = 512, 8

@@ -9,11 +9,13 @@ from pathlib import Path
 import optuna
 import pytest
 
-from sweep import checkpoints, config, leader, space, study_store, validation
+from sweep import checkpoints, config
+from sweep.config import validation
 from sweep.errors import ConfigError
-from sweep.inline import InlinePool
+from sweep.execution.inline import InlinePool
 from sweep.ledger import LedgerWriter, Row, last_rows, read_rows
-from sweep.planner import Planner
+from sweep.planner import leader, space, study_store
+from sweep.planner.loop import Planner
 from sweep.prices import resolve
 from tests.replay_table import write_seeded_table, write_table
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from sweep.policy import MlpPolicy, PolicyShape, mlp_policy, planned
+from sweep.backends.policy import MlpPolicy, PolicyShape, mlp_policy, planned
 
 
 def actor(activation: str = "elu", normalized: bool = True) -> torch.nn.Module:

@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sweep import config, precompile, validation
+from sweep import config
+from sweep.config import validation
+from sweep.execution import precompile
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,7 +49,8 @@ def test_the_plan_is_shared_among_side_by_side_processes_first_shapes_first(tmp_
     procs = precompile.start(cfg, tmp_path, "gpu", has_gpu=True)
     planned = [[n, k] for n, k in precompile.shapes(cfg, ("buffer_donation",))]
     plans = [json.loads(Path(cmd[-1]).read_text()) for cmd in started]
-    # the first trial's panel is the workers' (sweep.preload); each process starts with one of the next three shapes
+    # the first trial's panel is the workers' (sweep.execution.preload); each process starts with one of the next
+    # three shapes
     assert len(procs) == 3 and [p["shapes"] for p in plans] == [planned[1:][i::3] for i in range(3)]
     # all but the first once the first has built its own
     assert [p["wait_for_lines"] for p in plans] == [0, 1, 1]
@@ -78,7 +81,7 @@ def test_a_precompiled_shape_is_a_cache_hit_in_a_later_process(tmp_path: Path) -
     plan["out"] = str(tmp_path / "precompile.jsonl")
     (tmp_path / "plan.json").write_text(json.dumps(plan))
     subprocess.run(
-        [sys.executable, "-m", "sweep.precompile", str(tmp_path / "plan.json")],
+        [sys.executable, "-m", "sweep.execution.precompile", str(tmp_path / "plan.json")],
         env=env,
         check=True,
         timeout=600,

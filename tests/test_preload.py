@@ -9,9 +9,11 @@ import sys
 import threading
 from pathlib import Path
 
-from sweep import config, precompile, preload, validation
+from sweep import config
+from sweep.backends.policy import PolicyShape
+from sweep.config import validation
+from sweep.execution import precompile, preload
 from sweep.perf import graphs
-from sweep.policy import PolicyShape
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,10 +74,11 @@ def test_the_workers_plan_is_the_first_trials_shapes_then_the_compilers_on_a_gpu
 def test_a_trial_builds_preloaded_shapes_without_compiling_their_reset_step_or_policy_loop(tmp_path: Path) -> None:
     probe = f"""
 import logging, jax, torch
-from sweep import perf, preload
-from sweep.evaluation import panel_seeds
-from sweep.policy import MlpPolicy
-from sweep.backends.mjx_locomotion import MjxLocomotionEnv
+from sweep import perf
+from sweep.execution import preload
+from sweep.contract import panel_seeds
+from sweep.backends.policy import MlpPolicy
+from sweep.backends.mjx.locomotion import MjxLocomotionEnv
 MjxLocomotionEnv.loop_platforms = ("cpu",)  # passes in the env's own loop, as on a GPU device
 perf.enable_compile_cache()
 plan = {{"backend": "mjx_locomotion", "profile": "cpu", "device": "cpu", "shapes": [[8, {{}}], [16, {{}}]],

@@ -18,11 +18,11 @@ import pytest
 import torch
 import yaml
 
-from sweep.backends.mjx_locomotion import MjxLocomotion
+from sweep.backends.mjx.locomotion import MjxLocomotion
 from sweep.contract import CONTINUE
 from sweep.ledger import last_rows, metrics, read_rows
-from sweep.study_store import started
-from sweep.trial import run_trial
+from sweep.planner.study_store import started
+from sweep.trial.runner import run_trial
 from tests.helpers import tiny_trial
 from tests.replay_table import write_table
 from tests.test_run import ROOT, run, space_file, study
@@ -196,7 +196,7 @@ class FaultyBackend(MjxLocomotion):
 
 @pytest.mark.parametrize(("fault", "reason"), [("nan", "NaN"), ("oom", "out of device memory")])
 def test_divergence_and_out_of_memory_fail_the_trial_with_the_cost_counted(fault, reason, monkeypatch) -> None:
-    monkeypatch.setattr("sweep.trial.get_backend", lambda name: FaultyBackend(fault))
+    monkeypatch.setattr("sweep.trial.runner.get_backend", lambda name: FaultyBackend(fault))
     cfg = tiny_trial(num_steps_per_env=8, eval_every_steps=16)
     rows = []
     final = run_trial(cfg, lambda r: rows.append(r) or CONTINUE, price_usd_per_hour=1.0, price_label="t")
@@ -206,7 +206,7 @@ def test_divergence_and_out_of_memory_fail_the_trial_with_the_cost_counted(fault
 
 
 def test_fast_finite_check_skips_a_poisoned_update_and_the_ledger_counts_it(monkeypatch) -> None:
-    monkeypatch.setattr("sweep.trial.get_backend", lambda name: FaultyBackend("nan_reward", at=12))
+    monkeypatch.setattr("sweep.trial.runner.get_backend", lambda name: FaultyBackend("nan_reward", at=12))
     cfg = tiny_trial(num_steps_per_env=8, eval_every_steps=16, flags={"compile_cache": True, "fast_finite_check": True})
     rows = []
     final = run_trial(cfg, lambda r: rows.append(r) or (CONTINUE if len(rows) < 3 else "stop"))

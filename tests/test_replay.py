@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from sweep.analysis.summary import summarize
 from sweep.backends.replay import load_table, replay_trial
-from sweep.contract import CONTINUE, PRUNE, TrialConfig, config_key
+from sweep.contract import CONTINUE, PRUNE, TrialConfig
 from sweep.ledger import end_label, last_rows
-from sweep.summary import summarize
+from sweep.params import config_key
 from tests.helpers import ROOT, search_efficiency
 from tests.replay_table import write_seeded_table, write_table
 
@@ -142,9 +143,9 @@ def test_the_planners_trace_follows_its_ledger(tmp_path: Path) -> None:
 
 
 def test_a_sampler_stuck_on_seen_configs_never_makes_the_search_pay_for_a_repeat(tmp_path: Path, monkeypatch) -> None:
-    import sweep.planner
+    import sweep.planner.loop
 
-    monkeypatch.setattr(sweep.planner, "MAX_REPEATS", 1)  # after one repeated proposal the planner queues a config
+    monkeypatch.setattr(sweep.planner.loop, "MAX_REPEATS", 1)  # after one repeated proposal the planner queues a config
     bench = search_efficiency()
     table = write_table(tmp_path / "t.json")
     space = bench.table_space(load_table(str(table)))

@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from sweep import evidence, report, summary
+from sweep.analysis import evidence, summary
 from sweep.ledger import LedgerWriter, metrics, read_rows
+from sweep.report import page as report
 from tests.test_scheduler import row
 
 

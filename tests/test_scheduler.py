@@ -6,7 +6,7 @@ import pytest
 
 from sweep.contract import CONTINUE, PRUNE
 from sweep.ledger import summary_figures
-from sweep.scheduler import RESERVE_MARGIN, CostPruner, allowance_usd, can_start, reserve_usd
+from sweep.planner.pruner import RESERVE_MARGIN, CostPruner, allowance_usd, can_start, reserve_usd
 
 PRICE = 3600.0  # $/hour, so 1 billable second costs $1
 

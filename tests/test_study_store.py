@@ -6,7 +6,9 @@ from pathlib import Path
 
 import optuna
 
-from sweep import config, study_store, validation
+from sweep import config
+from sweep.config import validation
+from sweep.planner import study_store
 from sweep.prices import resolve
 
 PRICE = resolve("custom", usd_per_hour=3600.0)  # $1 per billable second

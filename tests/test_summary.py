@@ -1,11 +1,12 @@
-"""One Summary behind the three printouts (sweep.run, sweep.trial, the report's top box)."""
+"""One Summary behind the three printouts (sweep.run, sweep.trial.runner, the report's top box)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from sweep import report, summary
+from sweep.analysis import summary
 from sweep.ledger import metrics, read_rows
+from sweep.report import page as report
 from tests.test_report import write_run
 
 
@@ -32,7 +33,7 @@ def test_the_trial_printout_of_a_row_without_an_interval_says_so(tmp_path: Path)
 
 
 def test_a_pass_stopped_below_the_target_reads_as_a_bound() -> None:
-    from sweep.summary import pass_text
+    from sweep.analysis.summary import pass_text
 
     assert pass_text(0.9123, None) == "0.912"
     assert pass_text(None, 0.746).startswith("< 0.746")
@@ -44,8 +45,8 @@ def test_a_pass_stopped_below_the_target_reads_as_a_bound() -> None:
 def test_a_config_the_confirmation_never_ran_cannot_outrank_a_confirmed_mean() -> None:
     """Found on an H200: 16384 x 12 with one search seed at $0.0343 was recommended over 8192 x 12 confirmed on 3
     seeds (mean $0.0348); a lone seed is the lucky draw the confirmation exists to rule out."""
+    from sweep.analysis.summary import summarize
     from sweep.ledger import Row
-    from sweep.summary import summarize
 
     def end(trial: int, num_envs: int, seed: int, seconds: float, phase: str) -> dict:
         params = {"num_envs": num_envs, "num_steps_per_env": 12, "num_mini_batches": 4}
@@ -77,7 +78,7 @@ def test_a_config_the_confirmation_never_ran_cannot_outrank_a_confirmed_mean() -
 def test_an_interval_of_costs_does_not_reach_below_zero() -> None:
     import pytest
 
-    from sweep.evidence import _t_interval
+    from sweep.analysis.evidence import _t_interval
 
     mean, lo, hi = _t_interval((0.0023, 0.0035))  # two seeds: t(1) = 12.7 makes the plain interval negative
     assert lo == 0.0 and mean == pytest.approx(0.0029) and hi > mean
@@ -86,9 +87,9 @@ def test_an_interval_of_costs_does_not_reach_below_zero() -> None:
 def test_a_ranking_of_trials_that_all_reached_at_their_first_checkpoint_says_how_coarse_it_is() -> None:
     """Seen on 2 cores: 12 of 15 trials reached the target at their first pass, so their costs to target were one
     round's each, and the recommendation ranked round costs, not learning."""
+    from sweep.analysis.summary import run_text, summarize
     from sweep.ledger import Row
-    from sweep.report import _card_html
-    from sweep.summary import run_text, summarize
+    from sweep.report.page import _card_html
 
     def row(trial: int, iteration: int, state: str) -> dict:
         return Row(

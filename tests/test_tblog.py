@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sweep.ledger import PHASES, metrics, read_rows
-from sweep.tblog import scalars
+from sweep.trial.tblog import scalars
 
 
 def test_each_row_of_a_real_trial_is_in_its_event_file_with_the_ledgers_numbers(reached_run) -> None:

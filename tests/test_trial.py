@@ -15,7 +15,7 @@ import pytest
 
 from sweep.contract import CONTINUE
 from sweep.ledger import PhaseClock, metrics, read_rows
-from sweep.trial import build, run_trial
+from sweep.trial.runner import build, run_trial
 from tests.helpers import ROOT, run_module, tiny_trial
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from sweep import config, run, validation
+from sweep import config, run
+from sweep.config import validation
 from sweep.errors import ConfigError
 
 

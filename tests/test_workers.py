@@ -14,13 +14,12 @@ import pytest
 import yaml
 
 from sweep import config as config_mod
-from sweep import validation
-from sweep.config import Workers
+from sweep.config import Workers, validation
 from sweep.contract import CONTINUE, TrialConfig
+from sweep.execution.workers import WorkerPool, wait_ready
 from sweep.ledger import last_rows, metrics, read_rows
-from sweep.planner import Planner
+from sweep.planner.loop import Planner
 from sweep.prices import resolve
-from sweep.workers import WorkerPool, wait_ready
 from tests.test_run import space_file
 
 ray = pytest.importorskip("ray")

@@ -9,8 +9,8 @@ from sweep.errors import ConfigError
 
 #: backend name -> "module:Class"; the module is imported only when the backend is asked for.
 REGISTRY: dict[str, str] = {
-    "mjx_locomotion": "sweep.backends.mjx_locomotion:MjxLocomotion",
-    "isaaclab": "sweep.backends.isaaclab:IsaacLab",
+    "mjx_locomotion": "sweep.backends.mjx.locomotion:MjxLocomotion",
+    "isaaclab": "sweep.backends.isaaclab.backend:IsaacLab",
     "replay": "sweep.backends.replay:ReplayBackend",
 }
 
@@ -18,7 +18,7 @@ REGISTRY: dict[str, str] = {
 def get_backend(name: str, key: str = "backend") -> Backend:
     """Build the backend registered as ``name``; an unknown name lists the valid ones."""
     if name not in REGISTRY:
-        raise ConfigError(f"{key}: unknown backend '{name}'; valid backends: {', '.join(sorted(REGISTRY))}")
+        raise ConfigError(f"{key}: unknown backend {name!r}; valid backends: {', '.join(sorted(REGISTRY))}")
     module_name, class_name = REGISTRY[name].split(":")
     return getattr(importlib.import_module(module_name), class_name)()
 

@@ -3,7 +3,7 @@
 A backend builds batched environments as rsl-rl ``VecEnv`` objects (rsl-rl-lib 5.5.1 interface) and
 names the task's control period, its success rule and its knobs. The same class builds the
 training environment and a separate evaluation environment; only the evaluation one is ever reset
-with held-out panel seeds (:mod:`sweep.evaluation`).
+with held-out panel seeds (:mod:`sweep.trial.evaluation`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import torch
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
+from sweep.backends.policy import MlpPolicy, PolicyShape
 from sweep.errors import ConfigError
-from sweep.policy import MlpPolicy, PolicyShape
 
 
 class TaskEnv(VecEnv):
@@ -56,7 +56,7 @@ class TaskEnv(VecEnv):
     def policy_steps(self, policy: MlpPolicy, steps: int) -> tuple[torch.Tensor, torch.Tensor] | None:
         """Run ``steps`` control steps of ``policy`` on the simulator's own device, with no Python per step, and
         return which envs have finished their first episode since :meth:`reset_with_seeds` and which of those
-        succeeded, by the rules of :func:`sweep.evaluation.evaluate` (a decided failure finishes an episode).
+        succeeded, by the rules of :func:`sweep.trial.evaluation.evaluate` (a decided failure finishes an episode).
         None: this env cannot (the default), and the caller steps the policy itself."""
         return None
 
@@ -128,7 +128,7 @@ class Backend(ABC):
     them before any worker starts, so a missing one is one line naming its package, not a failed trial each."""
     xla_cache: bool = False
     """Its env shapes compile through XLA into the persistent cache (``compile_cache``), so they can be compiled
-    ahead of the trials that need them (:mod:`sweep.precompile`)."""
+    ahead of the trials that need them (:mod:`sweep.execution.precompile`)."""
 
     @abstractmethod
     def profiles(self) -> dict[str, Profile]:
@@ -153,7 +153,7 @@ class Backend(ABC):
     def check_profile(self, profile: str, key: str = "profile") -> None:
         """Reject an unknown profile in one line listing the valid ones (no simulator import)."""
         if profile not in self.profiles():
-            raise ConfigError(f"{key}: unknown profile '{profile}'; valid: {', '.join(self.profiles())}")
+            raise ConfigError(f"{key}: unknown profile {profile!r}; valid: {', '.join(self.profiles())}")
 
     def preflight(self, profile: str, options: dict[str, Any]) -> None:
         """Everything checkable before compute on this machine (installed, task, files); by default the install."""

@@ -2,7 +2,7 @@
 
 A table (JSON, written by ``benchmarks/record_trials.py``) holds, per recorded trial, its params and
 its ledger curve: billable seconds, phase seconds, env steps and held-out success at every
-checkpoint. :func:`replay_trial` is a trial runner (beside :func:`sweep.trial.run_trial`): it emits those
+checkpoint. :func:`replay_trial` is a trial runner (beside :func:`sweep.trial.runner.run_trial`): it emits those
 rows through the same sink a real trial uses, ends by the same rule (:func:`sweep.contract.end_state`, the
 per-trial cap) and takes time and spend from the record, never from the clock. Used for search-efficiency
 benchmarks and planner tests, never by the main command unless asked (``backend=replay``).
@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from sweep.backends.base import Backend, Profile, TaskEnv
-from sweep.contract import Sink, TrialConfig, TrialParams, cap_reached, config_key, end_state, trial_params
+from sweep.contract import Sink, TrialConfig, cap_reached, end_state, one_time_s
 from sweep.errors import ConfigError
-from sweep.ledger import Row, TrialRows, end_label, one_time_s, read_rows
+from sweep.ledger import Row, TrialRows, end_label, read_rows
+from sweep.params import TrialParams, config_key, trial_params
 
 #: Seconds a recorded checkpoint may lie past a cap and still be the cap's own pass (float rounding of the cap,
 #: which the planner derives from a recorded cost: a repeat of the best config is capped at exactly its cost).

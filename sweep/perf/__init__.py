@@ -9,246 +9,47 @@ exported YAML.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import importlib
 from typing import Any
 
-import torch
+from sweep.perf.catalog import (
+    BACKEND_FLAGS,
+    CATALOG,
+    UPDATE_FLAGS,
+    Flag,
+    all_on,
+    backend_knobs,
+    resolve,
+    should_log,
+)
 
-from sweep.errors import ConfigError
-from sweep.perf.stats import EpisodeStats, check_nan
-
-
-@dataclass(frozen=True)
-class Flag:
-    """One performance switch."""
-
-    name: str
-    default: Any
-    choices: tuple[Any, ...]
-    """Values the planner may sweep (the first is the rsl-rl behaviour)."""
-    description: str
-    exact: bool
-    """True: training semantics are kept (see ``tolerance``); False: numerics change."""
-    where: str
-    """The one place the flag is applied."""
-    tolerance: str = "bitwise"
-
-
-CATALOG: dict[str, Flag] = {
-    f.name: f
-    for f in (
-        Flag(
-            "fused_optimizer",
-            False,
-            (False, True),
-            "build Adam with fused=True (one kernel for all parameters) instead of rsl-rl's default foreach Adam",
-            True,
-            "sweep.perf.ppo.FastPPO.__init__ (rebuilds the optimizer)",
-            "losses within 1e-5 relative",
-        ),
-        Flag(
-            "deferred_episode_stats",
-            False,
-            (False, True),
-            "keep finished-episode returns on the device and read them once per logged iteration, not every step",
-            True,
-            "sweep.perf.stats.EpisodeStats.update",
-        ),
-        Flag(
-            "fast_finite_check",
-            False,
-            (False, True),
-            "replace the per-step NaN scans of observations/rewards (check_for_nan) with one finite check of the "
-            "clipped gradient norm per mini-batch; a non-finite step is skipped and counted",
-            True,
-            "sweep.perf.ppo.FastPPO.update (and the rollout skips check_nan)",
-        ),
-        Flag(
-            "lazy_loss_readout",
-            False,
-            (False, True),
-            "sum PPO losses on the device and read them once per logged iteration, not 3 .item() per mini-batch",
-            True,
-            "sweep.perf.ppo.FastPPO.update",
-        ),
-        Flag(
-            "log_every",
-            1,
-            (1, 10, 0),
-            "read and report losses every N iterations (0: never; divergence is then caught by the finite check)",
-            True,
-            "sweep.learner.SweepLoop (log phase)",
-        ),
-        Flag(
-            "critic_chunk",
-            0,
-            (0, 16384),
-            "evaluate the critic in chunks of N samples during the update (0: whole mini-batch); bounds peak memory",
-            True,
-            "sweep.perf.ppo.FastPPO._values",
-            "losses within 1e-5 relative",
-        ),
-        Flag(
-            "torch_compile",
-            "none",
-            ("none", "default"),
-            "torch.compile actor and critic (rsl-rl's torch_compile_mode); changes kernels, so float rounding",
-            False,
-            "agent config torch_compile_mode (rsl-rl PPO.compile)",
-        ),
-        Flag(
-            "tf32",
-            False,
-            (False, True),
-            "allow TF32 matmuls on Ampere+ GPUs: faster, changes numerics (10-bit mantissa inputs)",
-            False,
-            "sweep.perf.apply_to_algorithm (torch.backends matmul precision)",
-        ),
-        Flag(
-            "bf16_update",
-            False,
-            (False, True),
-            "bf16 autocast in the PPO update (rsl-rl's use_mixed_precision); changes numerics",
-            False,
-            "agent config algorithm.use_mixed_precision",
-        ),
-        Flag(
-            "buffer_donation",
-            False,
-            (False, True),
-            "MJX: donate the simulator state to the jitted step so XLA updates it in place (no new buffers)",
-            True,
-            "sweep.backends.mjx_locomotion (jax.jit donate_argnums)",
-        ),
-        Flag(
-            "cuda_graph_update",
-            False,
-            (False, True),
-            "CUDA only (ignored on CPU): capture each PPO mini-batch step (forward, backward, clipping, "
-            "capturable fused Adam, adaptive learning rate on the device) in a CUDA graph; losses as eager to float "
-            "rounding, but the discarded action sample is not drawn, so later rollouts' random numbers change",
-            False,
-            "sweep.perf.graphs.GraphedUpdate",
-        ),
-        Flag(
-            "compile_cache",
-            False,
-            (False, True),
-            "JAX persistent compilation cache in ~/.cache/sweep/jax (and, for the embedded task, each env shape's "
-            "functions lowered in its exported/ folder): later processes skip most XLA compilation and tracing",
-            True,
-            "sweep.perf.enable_compile_cache (JAX config)",
-        ),
-    )
+#: What acts on a trial (torch), imported on first use so that the catalog alone imports no torch.
+_ACTING = {
+    "apply_to_agent_config": "apply",
+    "apply_to_process": "apply",
+    "apply_to_algorithm": "apply",
+    "warm_up": "apply",
+    "skipped_updates": "apply",
+    "enable_compile_cache": "apply",
+    "EpisodeStats": "stats",
+    "check_nan": "stats",
 }
 
-#: Flags that need this package's PPO subclass (the others act elsewhere).
-_UPDATE_FLAGS = (
-    "fused_optimizer",
-    "fast_finite_check",
-    "lazy_loss_readout",
-    "critic_chunk",
-    "cuda_graph_update",
-)
-#: Flags that the backend applies.
-BACKEND_FLAGS = ("buffer_donation",)
+
+def __getattr__(name: str) -> Any:
+    if name in _ACTING:
+        return getattr(importlib.import_module(f"sweep.perf.{_ACTING[name]}"), name)
+    raise AttributeError(f"module 'sweep.perf' has no attribute {name!r}")
 
 
-def resolve(flags: dict[str, Any] | None, key: str = "flags") -> dict[str, Any]:
-    """All flags with defaults filled in; unknown names or values are errors that name the key."""
-    flags = dict(flags or {})
-    unknown = sorted(set(flags) - set(CATALOG))
-    if unknown:
-        raise ConfigError(f"{key}: unknown flag(s) {unknown}; known: {', '.join(CATALOG)}")
-    out = {}
-    for name, flag in CATALOG.items():
-        value = flags.get(name, flag.default)
-        if isinstance(flag.default, bool):
-            if not isinstance(value, bool):
-                raise ConfigError(f"{key}.{name}: must be true or false (got {value!r})")
-        elif isinstance(flag.default, int):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ConfigError(f"{key}.{name}: must be an integer >= 0 (got {value!r})")
-        elif value not in flag.choices:
-            raise ConfigError(f"{key}.{name}: must be one of {list(flag.choices)} (got {value!r})")
-        out[name] = value
-    return out
-
-
-def all_on(exact_only: bool = False) -> dict[str, Any]:
-    """Every speed flag (or every semantics-preserving one) at its fastest setting, logging off.
-
-    ``critic_chunk`` trades speed for memory, and ``cuda_graph_update`` (CUDA only) is measured and
-    swept on its own (``benchmarks/perf_flags.py``: "exact flags + cuda_graph_update"), so both stay
-    at their defaults here.
-    """
-    return {
-        name: 0 if name == "log_every" else flag.choices[-1]
-        for name, flag in CATALOG.items()
-        if (flag.exact or not exact_only) and name not in ("critic_chunk", "cuda_graph_update")
-    }
-
-
-def backend_knobs(flags: dict[str, Any], supported: tuple[str, ...]) -> dict[str, Any]:
-    """The flags a backend applies itself, restricted to those it supports."""
-    return {name: flags[name] for name in BACKEND_FLAGS if name in supported}
-
-
-def apply_to_agent_config(train_cfg: dict, flags: dict[str, Any]) -> None:
-    """Flags that rsl-rl already has a config key for, and the PPO class to use (edits ``train_cfg`` only)."""
-    if flags["torch_compile"] != "none":
-        train_cfg["torch_compile_mode"] = flags["torch_compile"]
-    train_cfg["algorithm"]["use_mixed_precision"] = bool(flags["bf16_update"])
-    train_cfg["check_for_nan"] = not flags["fast_finite_check"]
-    if any(flags[name] for name in _UPDATE_FLAGS):
-        train_cfg["algorithm"]["class_name"] = "sweep.perf.ppo:FastPPO"
-        train_cfg["algorithm"]["perf_flags"] = {name: flags[name] for name in _UPDATE_FLAGS}
-
-
-def apply_to_process(flags: dict[str, Any]) -> None:
-    """Process-wide switches a trial turns on before it builds anything (the persistent XLA compile cache)."""
-    if flags["compile_cache"]:
-        enable_compile_cache()
-
-
-def apply_to_algorithm(alg: Any, flags: dict[str, Any]) -> None:
-    """Process-wide switches that act on an algorithm already built."""
-    torch.backends.cuda.matmul.allow_tf32 = bool(flags["tf32"])
-    torch.backends.cudnn.allow_tf32 = bool(flags["tf32"])
-
-
-def warm_up(alg: Any, env: Any, flags: dict[str, Any]) -> None:
-    """Trigger torch.compile's first compilation inside the compile phase (nothing else needs it)."""
-    if flags["torch_compile"] == "none":
-        return
-    with torch.inference_mode():
-        obs = env.get_observations()
-        alg.actor(obs)
-        alg.critic(obs)
-
-
-def skipped_updates(alg: Any) -> int:
-    """Optimizer steps skipped so far for a non-finite gradient (0 without the fast finite check)."""
-    return int(alg.skipped_updates()) if hasattr(alg, "skipped_updates") else 0
-
-
-def should_log(flags: dict[str, Any], iteration: int) -> bool:
-    """Whether this iteration reads and reports its losses."""
-    every = int(flags["log_every"])
-    return every > 0 and iteration % every == 0
-
-
-def enable_compile_cache() -> None:
-    """Persist XLA compilations across processes so later trials skip most compile time."""
-    import os
-
-    import jax
-
-    path = os.path.join(os.path.expanduser("~"), ".cache", "sweep", "jax")
-    os.makedirs(path, exist_ok=True)
-    jax.config.update("jax_compilation_cache_dir", path)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-
-
-__all__ = ["CATALOG", "EpisodeStats", "Flag", "all_on", "check_nan", "resolve"]
+__all__ = [
+    "BACKEND_FLAGS",
+    "CATALOG",
+    "UPDATE_FLAGS",
+    "Flag",
+    "all_on",
+    "backend_knobs",
+    "resolve",
+    "should_log",
+    *_ACTING,
+]

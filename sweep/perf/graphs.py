@@ -24,7 +24,7 @@ from tensordict import TensorDict
 #: Eager steps before capture (allocations, autotuning, optimizer state).
 WARMUP_STEPS = 3
 #: Held while a graph is captured, and by a thread of the same process around its own device work
-#: (:mod:`sweep.preload`), so that the two never overlap.
+#: (:mod:`sweep.execution.preload`), so that the two never overlap.
 CAPTURING = threading.Lock()
 #: The capture's ``cudaStreamCaptureMode``: only the capturing thread's unsafe calls (allocations, syncs) break it.
 #: In the default, "global", any thread's did: on one H200 a trial's capture failed ("operation failed due to a

@@ -1,0 +1,247 @@
+"""The evidence behind a recommendation, from the ledger only: each config over its seeds (mean USD to target with a
+95% Student t interval, on equal terms and billed), how configs rank, the recommended config and its ratio to the
+baseline with an interval; the rules, in words, that recommended.yaml and the README quote.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sweep.contract import stopped_by_cap
+from sweep.ledger import END_STATES, end_label, last_rows, metrics
+
+if TYPE_CHECKING:
+    from sweep.analysis.summary import TrialFigures
+
+
+#: Student t 0.975 quantiles for 1-30 degrees of freedom (scipy.stats.t.ppf, to 6 decimals); above 30 an expansion.
+_T975 = (
+    12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004, 2.262157, 2.228139,
+    2.200985, 2.178813, 2.160369, 2.144787, 2.131450, 2.119905, 2.109816, 2.100922, 2.093024, 2.085963,
+    2.079614, 2.073873, 2.068658, 2.063899, 2.059539, 2.055529, 2.051831, 2.048407, 2.045230, 2.042272,
+)  # fmt: skip
+_Z975 = 1.959963985
+
+
+def t975(df: int) -> float:
+    """The two-sided 95% Student t quantile for ``df`` >= 1 degrees of freedom (scipy is not a dependency)."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1 (got {df})")
+    if df <= len(_T975):
+        return _T975[df - 1]
+    z, n = _Z975, float(df)  # Cornish-Fisher expansion around the normal quantile: within 1e-6 from 31 on
+    return (
+        z
+        + (z**3 + z) / (4 * n)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * n**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * n**3)
+    )
+
+
+#: How the recommendation is chosen (written into recommended.yaml and the README).
+RANKING_RULE = (
+    "the config with the lowest mean USD to target on equal terms (billable seconds less one-time start-up and "
+    "compilation, x price) over its seeds; a seed that stopped on cost before the target (pruned, or at its cap) "
+    "counts at what it had spent, a lower bound, and a config with such a seed ranks after every config whose seeds "
+    "all reached; when a confirmation ran, the configs it confirmed rank before every config it did not (a single "
+    "search seed cannot outrank a mean over confirmed seeds); failed trials and trials stopped by the study's end "
+    "are no seeds of the mean"
+)
+#: How the recommendation is compared with the baseline.
+VS_BASELINE_RULE = (
+    "ratio of the mean USD to target on equal terms, recommended / baseline (one-time start-up and compilation left "
+    "out of both); 95% interval by the delta method on the log of each mean with Welch-Satterthwaite degrees of "
+    "freedom, each config's seeds taken as independent samples (confirmation gives both the same seeds, their search "
+    "seeds differ); no interval with fewer than 2 seeds on either side"
+)
+
+
+@dataclass(frozen=True)
+class ConfigStat:
+    """One config (``contract.config_key``) over the trials that ran it, each with its own seed: the mean USD to
+    target of the seeds that reached it (billed), with a 95% Student t interval over those seeds, and the same on
+    equal terms over every seed that counts (:data:`RANKING_RULE`), which ranks configs."""
+
+    key: tuple
+    params: dict[str, Any]
+    """The params of the config's first trial (as the ledger records them)."""
+    trials: tuple[int, ...]
+    """Trials that ran this config to an end (configs told without running and trials still running left out)."""
+    seeds: tuple[int, ...]
+    """Their training seeds, in the same order."""
+    reached_trials: tuple[int, ...]
+    usd_to_target: tuple[float, ...]
+    """USD to target of each reached trial, in the order of ``reached_trials``."""
+    mean_usd: float | None
+    """Mean USD to target over the reached seeds (None when none reached)."""
+    lo: float | None
+    """Lower end of the 95% t interval of that mean (equal to the mean with one reached seed)."""
+    hi: float | None
+    counted_trials: tuple[int, ...] = ()
+    """Trials whose cost is a seed of the ranking mean: the reached ones and the censored ones (stopped on cost)."""
+    race_usd: tuple[float, ...] = ()
+    """USD on equal terms of each counted trial (to the target, or until it stopped), in that order."""
+    censored_trials: tuple[int, ...] = ()
+    """Counted trials that stopped on cost before the target: their cost to target is more than they spent."""
+    race_mean: float | None = None
+    """Mean USD on equal terms over the counted seeds (a lower bound when one is censored); None when none counts."""
+    race_lo: float | None = None
+    race_hi: float | None = None
+    baseline: bool = False
+    """The config is the study's baseline (a trial of it says so)."""
+    confirmed: bool = False
+    """The confirmation phase ran this config (a trial of it says so)."""
+
+    @property
+    def n_seeds(self) -> int:
+        return len(self.trials)
+
+    @property
+    def n_reached(self) -> int:
+        return len(self.reached_trials)
+
+    @property
+    def censored(self) -> bool:
+        return bool(self.censored_trials)
+
+    @property
+    def reached_seeds(self) -> tuple[int, ...]:
+        return tuple(seed for t, seed in zip(self.trials, self.seeds, strict=True) if t in self.reached_trials)
+
+
+def rank_key(c: ConfigStat) -> tuple:
+    """How configs rank (:data:`RANKING_RULE`): those with a counted seed first, confirmed before unconfirmed,
+    uncensored before censored, then by mean USD to target on equal terms, then by first trial."""
+    return (c.race_mean is None, not c.confirmed, c.censored, c.race_mean or 0.0, c.trials[0])
+
+
+def config_stats(rows: list[dict]) -> list[ConfigStat]:
+    """Every config that ran, with its seeds and mean costs, best first (:func:`rank_key`)."""
+    groups: dict[tuple, list[dict]] = {}
+    ends = last_rows(rows)
+    for r in (ends[t] for t in sorted(ends)):
+        if r["state"] in END_STATES and end_label(r) != "not run":
+            groups.setdefault(config_identity(r["params"]), []).append(r)
+    stats = []
+    for key, members in groups.items():
+        reached = [r for r in members if r["state"] == "reached"]
+        counted = [r for r in members if r["state"] == "reached" or stopped_by_cap(r)]
+        usd = tuple(float(metrics(r)["usd_to_target"]) for r in reached)
+        race = tuple(float(metrics(r)["race_usd"]) for r in counted)
+        mean, lo, hi = _t_interval(usd)
+        race_mean, race_lo, race_hi = _t_interval(race)
+        stats.append(
+            ConfigStat(
+                key=key,
+                params=members[0]["params"],
+                trials=tuple(int(r["trial"]) for r in members),
+                seeds=tuple(int(r.get("seed", 0)) for r in members),
+                reached_trials=tuple(int(r["trial"]) for r in reached),
+                usd_to_target=usd,
+                mean_usd=mean,
+                lo=lo,
+                hi=hi,
+                counted_trials=tuple(int(r["trial"]) for r in counted),
+                race_usd=race,
+                censored_trials=tuple(int(r["trial"]) for r in counted if r["state"] != "reached"),
+                race_mean=race_mean,
+                race_lo=race_lo,
+                race_hi=race_hi,
+                baseline=any(r.get("baseline") for r in members),
+                confirmed=any(r.get("phase") == "confirm" for r in members),
+            )
+        )
+    return sorted(stats, key=rank_key)
+
+
+@dataclass(frozen=True)
+class VsBaseline:
+    """The recommended config against the baseline (:data:`VS_BASELINE_RULE`)."""
+
+    ratio: float | None
+    """Mean USD to target on equal terms, recommended / baseline (None when the baseline has no counted seed)."""
+    lo: float | None
+    """95% interval of the ratio (None with fewer than 2 seeds on either side)."""
+    hi: float | None
+    baseline: ConfigStat
+    shared_seeds: tuple[int, ...]
+    """Training seeds both configs ran."""
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The recommended config over its seeds (:data:`RANKING_RULE`) and how it compares with the baseline."""
+
+    config: ConfigStat
+    trial: TrialFigures
+    """Its cheapest seed to the target on equal terms: the trial whose checkpoint is the deliverable."""
+    vs_baseline: VsBaseline | None
+    """None when no trial ran the baseline."""
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.config.baseline
+
+
+def recommend(stats: list[ConfigStat], trials: dict[int, TrialFigures]) -> Recommendation | None:
+    """The best config (``stats`` ranked by :func:`rank_key`) that reached the target at least once, or None."""
+    best = next((c for c in stats if c.n_reached > 0 and c.race_mean is not None), None)
+    if best is None:
+        return None
+    trial = min((trials[t] for t in best.reached_trials), key=lambda t: (t.race_usd_to_target or 0.0, t.trial))
+    base = next((c for c in stats if c.baseline), None)
+    vs = None
+    if base is not None:
+        ratio, lo, hi = ratio_interval(best.race_usd, base.race_usd)
+        vs = VsBaseline(ratio, lo, hi, base, tuple(sorted(set(best.seeds) & set(base.seeds))))
+    return Recommendation(best, trial, vs)
+
+
+def ratio_interval(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float | None, float | None, float | None]:
+    """(ratio, lo, hi): mean(a) / mean(b) with its 95% interval by the delta method on log means (Welch-Satterthwaite
+    degrees of freedom, samples independent); no interval with fewer than 2 values on either side."""
+    if not a or not b:
+        return None, None, None
+    ma, mb = sum(a) / len(a), sum(b) / len(b)
+    if ma <= 0 or mb <= 0:
+        return (ma / mb if mb > 0 else None), None, None
+    ratio = ma / mb
+    if len(a) < 2 or len(b) < 2:
+        return ratio, None, None
+    va = sum((x - ma) ** 2 for x in a) / (len(a) - 1) / (len(a) * ma**2)  # var of log(mean a), to first order
+    vb = sum((x - mb) ** 2 for x in b) / (len(b) - 1) / (len(b) * mb**2)
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return ratio, ratio, ratio
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    half = t975(max(1, math.floor(df))) * se
+    return ratio, ratio * math.exp(-half), ratio * math.exp(half)
+
+
+def _t_interval(values: tuple[float, ...]) -> tuple[float | None, float | None, float | None]:
+    """(mean, lo, hi): the 95% Student t interval of the mean of costs (its low end clipped at 0: with 2 seeds the
+    t interval can reach below zero); a single value is its own interval."""
+    n = len(values)
+    if n == 0:
+        return None, None, None
+    mean = sum(values) / n
+    if n == 1:
+        return mean, mean, mean
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = t975(n - 1) * sd / math.sqrt(n)
+    return mean, max(0.0, mean - half), mean + half  # a cost: the interval's low end is clipped at zero
+
+
+def config_identity(params: dict[str, Any]) -> tuple:
+    """The identity a config's statistics are kept under: ``contract.config_key``; a ledger that names a flag this
+    catalog no longer has (or lacks a knob) keeps its params as recorded for an identity, so an older ledger still
+    gets its report."""
+    from sweep.errors import ConfigError
+    from sweep.params import config_key
+
+    try:
+        return config_key(params)
+    except (ConfigError, KeyError, TypeError, ValueError):
+        return ("as recorded", *sorted((k, repr(v)) for k, v in params.items() if k not in ("backend", "profile")))

@@ -1,0 +1,402 @@
+"""The figures a run ends with, from its ledger only: one :class:`Summary` (built by :func:`summarize`) behind the
+three printouts (``sweep.run``'s text, ``sweep.trial``'s trial summary, the report's top box), the recommended trial (or
+the one that came closest) and how a config is described. The per-config statistics over seeds and the
+recommendation they lead to are :mod:`sweep.analysis.evidence`'s.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sweep.analysis.evidence import Recommendation, config_stats, recommend
+from sweep.ledger import end_label, last_rows, metrics, read_rows, summary_figures
+
+
+@dataclass(frozen=True)
+class TrialFigures:
+    """One trial's figures, from its latest ledger row (its end row once it has ended), each from
+    :func:`sweep.ledger.metrics` over the denominator its name says."""
+
+    trial: int
+    state: str
+    """The ledger state: running / reached / capped / pruned / failed."""
+    label: str
+    """The state shown in counts: 'not run' for a config told PRUNED without running (:func:`end_label`)."""
+    reason: str
+    params: dict[str, Any]
+    seed: int
+    env_steps: int
+    training_s: float
+    """Seconds of sim + policy + learn (throughput's denominator)."""
+    throughput_sps: float
+    """Env steps per training second."""
+    wall_s: float
+    """Billable seconds so far."""
+    usd: float
+    """Billable seconds x price."""
+    usd_to_target: float | None
+    """USD when the trial reached the target, else None."""
+    race_usd_to_target: float | None
+    """The same on equal terms: without the one-time start-up and compilation (what the ranking compares)."""
+    one_time_s: float
+    """Billable seconds of start-up and compilation."""
+    wall_to_target_s: float | None
+    success: float | None
+    success_lo: float | None
+    success_hi: float | None
+    success_max: float | None
+    """The most a full pass could have measured, when the last pass stopped once below the target was certain."""
+    eval_episodes: int
+    bottleneck: str
+    price_label: str
+    price_usd_per_hour: float
+    device: str
+    checkpoint: str | None
+    """The checkpoint file relative to the run folder, None when none is kept."""
+    phase: str = "search"
+    """The study phase the trial belongs to: 'search' or 'confirm'."""
+    baseline: bool = False
+    """The trial ran the study's baseline config."""
+    race_usd: float = 0.0
+    """USD so far on equal terms (without start-up and compilation)."""
+
+    @classmethod
+    def of(cls, row: dict) -> TrialFigures:
+        m = metrics(row)
+        return cls(
+            trial=int(row["trial"]),
+            state=row["state"],
+            label=end_label(row),
+            reason=row.get("reason", ""),
+            params=row["params"],
+            seed=int(row.get("seed", 0)),
+            env_steps=int(row["env_steps"]),
+            training_s=m["training_s"],
+            throughput_sps=m["throughput_sps"],
+            wall_s=m["wall_s"],
+            usd=m["usd"],
+            usd_to_target=m["usd_to_target"],
+            race_usd_to_target=m["race_usd_to_target"],
+            one_time_s=m["one_time_s"],
+            wall_to_target_s=m["wall_to_target_s"],
+            success=row.get("success"),
+            success_lo=row.get("success_lo"),
+            success_hi=row.get("success_hi"),
+            success_max=row.get("success_max"),
+            eval_episodes=int(row.get("eval_episodes", 0)),
+            bottleneck=m["bottleneck"],
+            price_label=row.get("price_label", ""),
+            price_usd_per_hour=float(row["price_usd_per_hour"]),
+            device=row.get("device", ""),
+            checkpoint=row.get("checkpoint") or None,
+            phase=row.get("phase", "search"),
+            baseline=bool(row.get("baseline", False)),
+            race_usd=m["race_usd"],
+        )
+
+
+@dataclass(frozen=True)
+class Closest:
+    """When no trial reached the target: the trial with the best held-out success and the key to change."""
+
+    trial: int
+    params: dict[str, Any]
+    success: float
+    """Its best held-out success (at any checkpoint)."""
+    usd: float
+    """What it spent in all (its latest row)."""
+    state: str
+    change: str
+    """The key that would most likely let it reach (a per-trial cap, the study budget, or the target itself)."""
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Every figure the three printouts show (``sweep.run``, ``sweep.trial``, the report's top box)."""
+
+    total_usd: float
+    """Study spend: every trial, pruned and failed included."""
+    usd_by_state: dict[str, float]
+    pruned_failed_share: float
+    """Share of the study spend on pruned and failed trials (0-1)."""
+    trials_by_state: dict[str, int]
+    """Trials by shown state (:func:`end_label`)."""
+    pareto: list[int]
+    """Trials on the (USD, wall-clock) to target Pareto front."""
+    usd_per_reached: float | None
+    """Study spend per target-reaching trial."""
+    trials: dict[int, TrialFigures]
+    """Every trial's figures, by trial number."""
+    recommended: TrialFigures | None
+    """The trial behind the recommendation (its checkpoint): the recommended config's cheapest seed to the target on
+    equal terms; None when none reached."""
+    recommendation: Recommendation | None
+    """The recommended config over its seeds, with the baseline comparison; None when none reached."""
+    usd_by_phase: dict[str, float]
+    """Study spend by phase ('search', 'confirm'), every trial included."""
+    closest: Closest | None
+    """When none reached: the trial that came closest (None when none was evaluated either)."""
+    n_rows: int
+    """Ledger rows read."""
+    reached_first: int = 0
+    """Reached trials whose first checkpoint already reached the target: their cost to target is one evaluation
+    round's, a bound no finer than ``target.eval_every_steps``."""
+
+    @property
+    def reached_trials(self) -> int:
+        return self.trials_by_state.get("reached", 0)
+
+    @property
+    def failed_trials(self) -> int:
+        return self.trials_by_state.get("failed", 0)
+
+    @property
+    def evaluated(self) -> bool:
+        """Whether any trial ran a held-out pass."""
+        return self.recommended is not None or self.closest is not None
+
+    @property
+    def top_failure(self) -> tuple[str, int] | None:
+        """The most common reason among failed trials (shortened) and how many trials failed with it."""
+        reasons = Counter(short_reason(t.reason) for t in self.trials.values() if t.state == "failed")
+        return reasons.most_common(1)[0] if reasons else None
+
+
+def summarize(rows: list[dict]) -> Summary:
+    """The one summary of a ledger (all figures derived from its rows)."""
+    figures = summary_figures(rows)
+    trials = {t: TrialFigures.of(r) for t, r in last_rows(rows).items()}
+    rec = recommend(config_stats(rows), trials)
+    by_phase: dict[str, float] = {}
+    for t in trials.values():
+        by_phase[t.phase] = by_phase.get(t.phase, 0.0) + t.usd
+    return Summary(
+        total_usd=figures["total_usd"],
+        usd_by_state=figures["usd_by_state"],
+        pruned_failed_share=figures["pruned_failed_share"],
+        trials_by_state=dict(Counter(t.label for t in trials.values())),
+        pareto=figures["pareto"],
+        usd_per_reached=figures["usd_per_reaching_trial"],
+        trials=trials,
+        recommended=rec.trial if rec is not None else None,
+        recommendation=rec,
+        usd_by_phase=by_phase,
+        closest=closest_trial(rows) if rec is None else None,
+        n_rows=len(rows),
+        reached_first=reached_at_first_checkpoint(rows),
+    )
+
+
+def reached_at_first_checkpoint(rows: list[dict]) -> int:
+    """Reached trials whose reaching row is at the earliest iteration of any of their rows (their first
+    checkpoint)."""
+    first: dict[int, int] = {}
+    for r in rows:
+        it = r.get("iteration", 0)
+        first[r["trial"]] = min(first.get(r["trial"], it), it)
+    return sum(r["state"] == "reached" and r.get("iteration", 0) == first[t] for t, r in last_rows(rows).items())
+
+
+def short_reason(reason: str, width: int = 160) -> str:
+    """A failure's reason on one line of at most ``width`` characters."""
+    line = " ".join(reason.split()) or "no reason recorded"
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def failure_line(s: Summary, ledger_path: str | Path) -> str | None:
+    """Why trials failed, in one line: the most common reason with its count, and where every reason is."""
+    top = s.top_failure
+    if top is None:
+        return None
+    reason, n = top
+    return (
+        f"{s.failed_trials} trial{'s' if s.failed_trials != 1 else ''} failed; most common reason ({n} of "
+        f"{s.failed_trials}): {reason}; every trial's reason is in {ledger_path}"
+    )
+
+
+def resolution_line(s: Summary) -> str | None:
+    """When at least half the reached trials (and 2 or more) reached at their first checkpoint: the ranking only
+    measures costs to the nearest evaluation round, and which key refines it. None otherwise."""
+    n, k = s.reached_trials, s.reached_first
+    if n < 2 or 2 * k < n:
+        return None
+    return (
+        f"{k} of {n} reached trials reached the target at their first checkpoint: their cost to target is one "
+        "evaluation round's, so the ranking cannot separate them by less; a smaller target.eval_every_steps ranks "
+        "them more finely (with more passes)"
+    )
+
+
+def closest_trial(rows: list[dict]) -> Closest | None:
+    """When no trial reached the target: the trial with the best held-out success, how it ended, and the key
+    that would most likely let it reach (a per-trial cap, the study budget, or the target itself)."""
+    evaluated = [r for r in rows if r.get("success") is not None]
+    if not evaluated:
+        return None
+    best = max(evaluated, key=lambda r: (r["success"], -r["billable_s"]))
+    end = last_rows(rows)[best["trial"]]
+    reason = end.get("reason", "")
+    if "per-trial cap" in reason:
+        key = "budget.trial_usd (the per-trial cap stopped it)"
+    elif end["state"] == "capped":
+        key = "budget.usd (the study budget ran out while it trained)"
+    elif end["state"] == "pruned":
+        key = "prune=false or budget.trial_usd (the planner stopped it on cost)"
+    else:
+        key = "target.success, or budget.trial_usd for longer trials"
+    return Closest(best["trial"], best["params"], best["success"], metrics(end)["usd"], end_label(end), key)
+
+
+def closest_line(s: Summary) -> str:
+    """Which trial came closest to the target and what to change (for a run that found no config)."""
+    near = s.closest
+    if near is None:
+        return "no trial was evaluated"
+    return (
+        f"closest: trial {near.trial} ({describe_params(near.params)}), "
+        f"held-out success {near.success:.3f}, {near.state} after ${near.usd:.4f}; to go further change "
+        f"{near.change}"
+    )
+
+
+def ci_text(lo: float | None, hi: float | None) -> str:
+    return f"95% CI {lo:.3f}-{hi:.3f}" if lo is not None and hi is not None else "no interval recorded"
+
+
+def changed_flags(params: dict[str, Any]) -> str:
+    """The perf flags of a trial that differ from rsl-rl's behaviour, e.g. 'fused_optimizer, log_every=0'."""
+    from sweep import perf
+    from sweep.params import named_flags
+
+    return ", ".join(
+        k if v is True else f"{k}={v}"
+        for k, v in sorted(named_flags(params).items())
+        if k in perf.CATALOG and v != perf.CATALOG[k].default
+    )
+
+
+def describe_params(params: dict[str, Any]) -> str:
+    """'4096 envs x 12 steps, 4 mini-batches; flags on: a, b' (flags at their defaults are left out)."""
+    text = f"{params.get('num_envs')} envs x {params.get('num_steps_per_env')} steps, "
+    text += f"{params.get('num_mini_batches')} mini-batches"
+    flags = changed_flags(params)
+    return text + (f"; flags on: {flags}" if flags else "; no perf flags")
+
+
+def reached_text(s: Summary) -> str:
+    n = s.reached_trials
+    return f"{n} trial{'s' if n != 1 else ''} reached the target"
+
+
+def states_text(s: Summary) -> str:
+    """'1 capped, 2 reached' ('' when the ledger has no trial)."""
+    return ", ".join(f"{n} {state}" for state, n in sorted(s.trials_by_state.items()))
+
+
+def run_text(s: Summary, ledger_path: str | Path = "ledger.jsonl") -> str:
+    """The end-of-run summary printed by sweep.run."""
+    phases = phase_text(s)
+    lines = [
+        f"trials: {states_text(s) or 'none'}; study spend ${s.total_usd:.4f} "
+        f"({100 * s.pruned_failed_share:.1f}% on pruned and failed trials{'; ' + phases if phases else ''})"
+    ]
+    failed = failure_line(s, ledger_path)
+    lines += [f"failures: {failed}"] if failed else []
+    rec = s.recommended
+    if rec:
+        lines += [
+            recommendation_line(s),
+            f"best seed: trial {rec.trial} ({describe_params(rec.params)})",
+            f"  USD to target ${rec.usd_to_target:.4f} (${rec.race_usd_to_target:.4f} on equal terms: without its "
+            f"{rec.one_time_s:.1f} s of start-up and compilation), wall to target {rec.wall_to_target_s:.1f} s, "
+            f"held-out success {rec.success:.3f} ({ci_text(rec.success_lo, rec.success_hi)}), "
+            f"{rec.throughput_sps:,.0f} env steps/s, {rec.bottleneck}",
+            f"  study spend per target-reaching checkpoint ${s.usd_per_reached:.4f} ({reached_text(s)}); "
+            f"checkpoint {rec.checkpoint or 'none saved'}",
+            f"Pareto set (USD, wall-clock): trials {s.pareto}",
+        ]
+        coarse = resolution_line(s)
+        lines += [f"note: {coarse}"] if coarse else []
+    else:
+        lines.append(f"no trial reached the target; {closest_line(s)}")
+    return "\n".join(lines)
+
+
+def text_summary(run_dir: str | Path) -> str:
+    """The end-of-run summary printed by sweep.run (from the ledger only)."""
+    path = Path(run_dir) / "ledger.jsonl"
+    return run_text(summarize(read_rows(path)), path)
+
+
+def pass_text(
+    success: float | None, success_max: float | None, signal: float | None = None, name: str = "train_success"
+) -> str:
+    """A held-out pass in a few characters: its rate, or for a pass stopped below the target the most a full
+    pass could have measured; with neither, the pass was skipped (``signal``: the value of the gate's signal
+    ``name`` that skipped it, :data:`sweep.trial.evaluation.GATE_SIGNALS`)."""
+    if success is not None:
+        return f"{success:.3f}"
+    if success_max is not None:
+        return f"< {success_max:.3f} (stopped once below the target was certain)"
+    if signal is not None:
+        from sweep.contract import GATE_SIGNALS
+
+        return f"skipped ({GATE_SIGNALS[name]} {signal:.3f}, below target.eval_gate)"
+    return "not evaluated"
+
+
+def format_summary(s: Summary, trial: int, target: float, ledger_path: Path) -> str:
+    """The summary ``python -m sweep.trial`` prints for one trial of the ledger ``s`` was built from."""
+    t = s.trials[trial]
+    lines = [f"trial {t.trial}: {t.state} ({t.reason})"]
+    if t.success is not None:
+        lines.append(
+            f"  held-out success   {t.success:.3f} ({ci_text(t.success_lo, t.success_hi)}, "
+            f"{t.eval_episodes} episodes; target {target:g})"
+        )
+    elif t.success_max is not None:
+        lines.append(f"  held-out success   {pass_text(None, t.success_max)} (target {target:g})")
+    lines += [
+        f"  env steps          {t.env_steps:,}",
+        f"  throughput         {t.throughput_sps:,.0f} env steps/s (over {t.training_s:.1f} training s)",
+    ]
+    if t.wall_to_target_s is not None:
+        lines.append(f"  wall to target     {t.wall_to_target_s:.1f} s (all billable phases)")
+        lines.append(f"  USD to target      ${t.usd_to_target:.4f} at {t.price_label} (${t.price_usd_per_hour:g}/h)")
+    else:
+        lines.append(f"  spent              {t.wall_s:.1f} s, ${t.usd:.4f} at {t.price_label}")
+    lines += [f"  bottleneck         {t.bottleneck}", f"  ledger             {ledger_path} ({s.n_rows} rows)"]
+    return "\n".join(lines)
+
+
+def recommendation_line(s: Summary) -> str:
+    """The recommendation in one line: config, mean cost over its seeds with the interval, the baseline ratio."""
+    rec = s.recommendation
+    if rec is None:
+        return "no config reached the target"
+    c = rec.config
+    n = len(c.counted_trials)
+    bound = ">= " if c.censored else ""
+    spread = f"95% CI {c.race_lo:.4f}-{c.race_hi:.4f}" if n > 1 else "one seed: no interval"
+    text = (
+        f"recommended {describe_params(c.params)}: mean {bound}${c.race_mean:.4f} to target on equal terms "
+        f"({spread}) over {n} seed{'s' if n != 1 else ''}"
+    )
+    vs = rec.vs_baseline
+    if rec.is_baseline:
+        return text + "; it is the baseline"
+    if vs is None or vs.ratio is None:
+        return text + "; the baseline was not run"
+    ci = f"95% CI {vs.lo:.2f}-{vs.hi:.2f}" if vs.lo is not None else "no interval: fewer than 2 seeds"
+    return text + f"; {vs.ratio:.2f}x the baseline ({ci}; baseline mean ${vs.baseline.race_mean:.4f})"
+
+
+def phase_text(s: Summary) -> str:
+    """'search $a, confirmation $b' ('' when the study had no confirmation)."""
+    if not s.usd_by_phase.get("confirm"):
+        return ""
+    return f"search ${s.usd_by_phase.get('search', 0.0):.4f}, confirmation ${s.usd_by_phase['confirm']:.4f}"

@@ -1,0 +1,4 @@
+"""The embedded task: a quadruped velocity-tracking task on MuJoCo MJX (:mod:`~sweep.backends.mjx.locomotion`, its
+physics in :mod:`~sweep.backends.mjx.task`), each env shape's functions compiled once per process
+(:mod:`~sweep.backends.mjx.compiled`) and kept lowered on disk (:mod:`~sweep.backends.mjx.export`). Importing this
+package imports no simulator."""

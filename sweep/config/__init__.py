@@ -1,0 +1,37 @@
+"""The run's configuration, driver side: the schema (frozen dataclasses), a space file composed with the command line
+(types checked by OmegaConf), and the value checks of :mod:`sweep.config.validation`; every error comes before any
+compute and names the file or the command line and the key."""
+
+from sweep.config.compose import compose, find_space, load, nested, read_yaml, spaces_dir, structured
+from sweep.config.schema import (
+    Baseline,
+    Budget,
+    Confirm,
+    Constraints,
+    Knobs,
+    PriceChoice,
+    RunConfig,
+    Seeds,
+    Target,
+    Workers,
+)
+
+__all__ = [
+    "Baseline",
+    "Budget",
+    "Confirm",
+    "Constraints",
+    "Knobs",
+    "PriceChoice",
+    "RunConfig",
+    "Seeds",
+    "Target",
+    "Workers",
+    "compose",
+    "find_space",
+    "load",
+    "nested",
+    "read_yaml",
+    "spaces_dir",
+    "structured",
+]

@@ -1,0 +1,9 @@
+"""The planner, driver side: the study loop (:mod:`~sweep.planner.loop`) asks Optuna (or the cost-aware sampler of
+:mod:`~sweep.planner.acquisition`) for configs of the search space (:mod:`~sweep.planner.space`), dispatches them,
+prunes on cost (:mod:`~sweep.planner.pruner`), keeps the study's money (:mod:`~sweep.planner.accounts`), the search's
+leader (:mod:`~sweep.planner.leader`) and the confirmation (:mod:`~sweep.planner.confirm`), and alone writes the study
+(:mod:`~sweep.planner.study_store`) and the ledger."""
+
+from sweep.planner.loop import Planner
+
+__all__ = ["Planner"]

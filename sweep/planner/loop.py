@@ -1,0 +1,461 @@
+"""The planner: the driver alone owns the Optuna study; it asks, dispatches, reads rows, prunes and tells.
+
+Objectives (minimized): USD to target and wall-clock to target. Continue/prune decisions come from
+:mod:`sweep.planner.pruner`, the study's money (spent, reserved, what a trial may spend) from
+:mod:`sweep.planner.accounts`; the study budget counts every trial. A config
+the sampler proposes again while others remain untried is not paid for twice: it is told PRUNED at
+no cost, like a config that breaks a constraint; after :data:`MAX_REPEATS` such proposals in a row the planner
+queues an untried feasible config itself (in an order shuffled by the sampler seed), so a sampler stuck on what
+it has seen never makes the search pay for a repeat while a config is still unmeasured. With ``intensify`` > 1 the
+config that leads the search (the lowest mean cost to target on equal terms) runs again on new training seeds until
+it has that many search trials, before further configs; search trials race against the leader's mean cost.
+
+How each trial's end is told to Optuna, so that none is lost to the sampler: :mod:`sweep.planner.study_store`.
+
+With ``confirm.seeds`` > 1 the study has two phases (the ledger's ``phase``): the search above, which keeps
+``confirm.budget_share`` of the budget uncommitted, then the confirmation of :mod:`sweep.planner.confirm`: the search's
+best configs and the baseline re-run on further training seeds, raced, neither pruned on cost nor capped below the
+per-trial cap. Confirmation trials are Optuna trials too (no sampled params: the sampler is not asked again), billed
+and counted in the budget like every other. Which phase a study is in is read from the ledger, so a resumed study
+continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sweep import checkpoints
+from sweep.analysis.evidence import ConfigStat, config_identity
+from sweep.analysis.summary import short_reason
+from sweep.config import RunConfig
+from sweep.contract import CONTINUE, EVAL_SEED_BASE, PRUNE, STOP, TrialPool, ended_by_study
+from sweep.ledger import LedgerWriter, end_label, last_rows, read_rows
+from sweep.params import TrialParams, config_key, trial_params
+from sweep.planner import acquisition, confirm, leader, space, study_store
+from sweep.planner.accounts import Accounts
+from sweep.planner.pruner import CostPruner
+from sweep.prices import Price
+
+#: Repeated proposals told and skipped in a row before the planner queues an untried config itself.
+MAX_REPEATS = 20
+#: Trials in a row that fail for the same reason before the study stops: then the environment is broken, not a
+#: config, and every further trial would fail the same way and be billed for it.
+SAME_FAILURE_STOP = 3
+#: Seconds between touches of the run's heartbeat file while the driver lives.
+HEARTBEAT_S = 2.0
+DUPLICATE = "repeat"
+
+
+@dataclass
+class Running:
+    """A dispatched trial."""
+
+    number: int
+    optuna_trial: Any
+    params: dict[str, Any]
+    rows: list[dict] = field(default_factory=list)
+    started: float = field(default_factory=time.time)
+    allowance: float = 0.0
+    config: dict[str, Any] = field(default_factory=dict)
+    """Its TrialConfig as dispatched (seed, phase, baseline: what a row the planner writes for it says)."""
+
+    @property
+    def phase(self) -> str:
+        return str(self.config.get("phase", "search"))
+
+    def placeholder(self) -> dict[str, Any]:
+        """A 'running' row of its config, for a trial that has sent no row yet."""
+        row = {"trial": self.number, "state": "running", "params": self.params, "billable_s": 0.0}
+        return {**row, "seed": self.config.get("seed"), "phase": self.phase}
+
+
+class Planner:
+    """Runs a study to its end: budget spent, trial limit reached, or nothing more worth starting."""
+
+    def __init__(
+        self,
+        cfg: RunConfig,
+        run_dir: Path,
+        pool: TrialPool,
+        price: Price,
+        profile: str,
+        control_dt_s: float,
+        progress: Callable[[dict], None] = lambda s: None,
+        poll_s: float = 0.2,
+        interrupted: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.cfg, self.run_dir, self.pool, self.price = cfg, Path(run_dir), pool, price
+        self.profile, self.control_dt_s, self.progress = profile, control_dt_s, progress
+        self.pruner = CostPruner(cfg.target.success)
+        self.ledger_path = self.run_dir / "ledger.jsonl"
+        self.heartbeat_path = self.run_dir / "heartbeat"
+        self._beat = 0.0
+        self.rows = read_rows(self.ledger_path)
+        self.running: dict[int, Running] = {}
+        self.accounts = Accounts(cfg, price.usd_per_hour, self.rows, self.running)
+        """The study's money from its rows and running trials (:mod:`sweep.planner.accounts`)."""
+        self.stopping = ""
+        """Why running trials are being stopped (budget spent, Ctrl-C); empty while they may go on."""
+        self.closed = ""
+        """Why no further trial starts (trial limit, every feasible config tried); running ones finish."""
+        self.failures: list[str] = []
+        """The reasons of the trials that failed in a row most recently (emptied by any other end)."""
+        self.poll_s = poll_s
+        """Seconds between polls of the workers (replayed trials need none)."""
+        self.interrupted = interrupted
+        """True once the user pressed Ctrl-C, even if the KeyboardInterrupt was swallowed on its way."""
+        ends = last_rows(self.rows)
+        self.unrun = {t for t, r in ends.items() if end_label(r) == "not run"}
+        """Trials told without running (infeasible configs, repeats): they do not count towards max_trials."""
+        self.tried: set[tuple] = set()
+        """Configs already run, so the planner does not pay twice for the same evidence (filled by :meth:`run`, once
+        a dead driver's orphans are closed: :meth:`_measured`)."""
+        self.feasible = space.feasible_count(cfg, control_dt_s, price.memory_gib)
+        """How many configs of the space satisfy the constraints."""
+        self.baseline_params = (
+            trial_params(space.trial_config(space.baseline_params(cfg), cfg, profile, cfg.seeds.training, 1.0))
+            if cfg.confirm.enabled
+            else None
+        )
+        """The baseline config as the ledger names it (None without a confirmation phase)."""
+        self.confirmation = confirm.Phase(cfg.confirm, self.baseline_params, cfg.seeds.training)
+
+    # -- accounting ------------------------------------------------------------------------------
+    def state_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for t, r in self._dispatched().items():
+            state = "running" if t in self.running else end_label(r)
+            counts[state] = counts.get(state, 0) + 1
+        return counts
+
+    # -- the loop --------------------------------------------------------------------------------
+    def run(self) -> Any:
+        study = study_store.open_study(self.cfg, self.run_dir)
+        study_store.close_orphans(study, self.rows, self.cfg, self.price, self.heartbeat_path, self._append_closed)
+        self.tried = self._measured()
+        self.confirmation.active = any(r.get("phase") == "confirm" for r in self.rows)
+        with LedgerWriter(self.ledger_path) as ledger:
+            self.ledger = ledger
+            try:
+                while True:
+                    # Rows first: a trial that just ended is told (and its cost known) before the next is chosen.
+                    self._collect(study)
+                    self._start_trials(study)
+                    self._check_budget()
+                    self.progress(self.status())
+                    self._heartbeat()
+                    if not self.running and self._over(study):
+                        break
+                    if self.interrupted():
+                        raise KeyboardInterrupt
+                    # Woken by the next row: a trial waits for the answer to its checkpoint (GPU idle, billed).
+                    self.pool.wait_rows(self.poll_s)
+            except KeyboardInterrupt:
+                self.stopping = "interrupted (Ctrl-C)"
+                self._stop_running(study, "interrupted by the user (Ctrl-C); billed up to the stop")
+                raise
+            finally:
+                self.progress(self.status())
+        return study
+
+    def _measured(self) -> set[tuple]:
+        """The configs of the ledger's ended trials that ran, less those cut short through no doing of their config
+        (the driver died, the study's end): those measured nothing, so their config may run again."""
+        ends = last_rows(self.rows).items()
+        return {config_key(r["params"]) for t, r in ends if t not in self.unrun and not ended_by_study(r)}
+
+    def status(self) -> dict[str, Any]:
+        confirming, done = self.confirmation.active, self.confirmation.done
+        return {
+            "spent_usd": self.accounts.spent_usd(),
+            "budget_usd": self.cfg.budget.usd,
+            "states": self.state_counts(),
+            "best_usd": self.accounts.best_usd(),
+            "stopping": self.stopping or done or ("" if confirming else self.closed),
+            "phase": "confirm" if confirming else "search",
+        }
+
+    def _over(self, study: Any) -> bool:
+        """With nothing running: whether the study has ended (stopped, or both phases done); moves the study from
+        its search to its confirmation when the search is over."""
+        if self.stopping:
+            return True
+        if self.confirmation.active:
+            return bool(self.confirmation.done)
+        if not self.closed and self._may_start(study):
+            return False
+        if self.stopping or not self.cfg.confirm.enabled:
+            return True
+        self.confirmation.begin(self.rows)
+        return not self.confirmation.active
+
+    def _may_start(self, study: Any) -> bool:
+        """Whether the search may start another trial."""
+        if self.stopping or self.closed or self.confirmation.active:
+            return False
+        started = study_store.started(study) - len(self.unrun) - study_store.confirmations(study)
+        if started >= self.cfg.budget.max_trials:
+            self.closed = f"trial limit ({self.cfg.budget.max_trials}) reached"
+            return False
+        if len(self.tried) >= self.feasible and self._leader_due(study) is None:
+            self.closed = f"every feasible config tried ({self.feasible})"
+            return False
+        if not self.accounts.search_can_start():
+            if not self.running and self.cfg.confirm.enabled:
+                self.closed = "search budget spent (the rest is kept for the confirmation)"
+            elif not self.running:
+                self.stopping = "budget left cannot pay another trial"
+            return False
+        return True
+
+    def _start_trials(self, study: Any) -> None:
+        if self.confirmation.active:
+            self._start_confirmations(study)
+            return
+        repeats = 0
+        while self.pool.idle() > 0 and self._may_start(study):
+            lead = self._leader_due(study)
+            if lead is not None:
+                if not self._intensify(study, lead):
+                    return
+                continue
+            if self.cfg.sampler == "cost":
+                self._queue_cheapest_bet(study)
+            trial = study.ask()
+            params = space.suggest(trial, self.cfg)
+            if self._seeds_exhausted(study, trial, params):
+                return
+            allowance, trial_cfg = self.accounts.allowance(), self._search_config(params, trial.number)
+            knobs = trial_params(trial_cfg)
+            found = space.violations(params, self.cfg, self.control_dt_s, self.price.memory_gib)
+            if any(v > 0 for v in found.values()):
+                self._tell_unrun(study, trial, knobs, space.infeasible_reason(found), found, asdict(trial_cfg))
+                continue
+            key = config_key(knobs)
+            if key in self.tried:
+                # The sampler proposed a config already run while others remain untried: no new evidence.
+                repeats += 1
+                self._tell_unrun(
+                    study, trial, knobs, f"{DUPLICATE}: this config already ran", {"repeat": 1.0}, asdict(trial_cfg)
+                )
+                if repeats >= MAX_REPEATS:  # the sampler is stuck: the next ask gets an untried config
+                    untried = self._untried_points(trial.number)
+                    if not untried:  # configs that differ in the space but run the same: all of them ran
+                        self.closed = f"every feasible config tried ({len(self.tried)} distinct)"
+                        return
+                    study.enqueue_trial(untried[0])
+                    repeats = 0
+                continue
+            self.tried.add(key)
+            self._dispatch(trial, trial_cfg, allowance)
+
+    def _search_config(self, params: dict[str, Any], number: int) -> Any:
+        """The TrialConfig of search trial ``number``: its training seed from the trial counter, the per-trial cap,
+        raced at :meth:`Accounts.race_bar_usd` when pruning."""
+        bar = self.accounts.race_bar_usd()
+        trial_cfg = space.trial_config(
+            params,
+            self.cfg,
+            self.profile,
+            self.cfg.seeds.training + number,
+            self.cfg.budget.trial_usd * 3600.0 / self.price.usd_per_hour,
+            race_cap_s=bar * 3600.0 / self.price.usd_per_hour if self.cfg.prune and bar is not None else None,
+        )
+        base = self.baseline_params
+        trial_cfg.baseline = base is not None and config_key(trial_params(trial_cfg)) == config_key(base)
+        return trial_cfg
+
+    def _seeds_exhausted(self, study: Any, trial: Any, params: dict[str, Any]) -> bool:
+        """Never train on a held-out seed: when trial ``trial``'s seed would be one, it is told without running and
+        the search closes."""
+        if self.cfg.seeds.training + trial.number < EVAL_SEED_BASE:
+            return False
+        self.closed = "training seeds exhausted: the next trial's seed would be a held-out seed"
+        self._tell_unrun(study, trial, params, self.closed, {"seed": 1.0})
+        return True
+
+    def _leader_due(self, study: Any) -> ConfigStat | None:
+        """The leader to run again (:func:`sweep.planner.leader.due`); none while the initial design waits in the queue
+        (it runs first)."""
+        running = (config_identity(run.params) for run in self.running.values())
+        lead = leader.due(self.rows, self.cfg.intensify, running, self.cfg.confirm.enabled)
+        return None if lead is None or study_store.queued(study) else lead
+
+    def _intensify(self, study: Any, lead: ConfigStat) -> bool:
+        """Run the leader once more on the next training seed: a search trial raced like any other, an Optuna trial
+        with no sampled params (the sampler is not asked). False when the seeds are exhausted (the search closes)."""
+        trial = study_store.new_trial(study)
+        params = TrialParams.of(lead.params).as_dict()
+        if self._seeds_exhausted(study, trial, params):
+            return False
+        trial.set_user_attr("intensify_of", lead.trials[0])
+        self._dispatch(trial, self._search_config(params, trial.number), self.accounts.allowance())
+        return True
+
+    def _untried_points(self, salt: int) -> list[dict[str, Any]]:
+        return space.untried_points(self.cfg, self.tried, self.profile, self.control_dt_s, self.price.memory_gib, salt)
+
+    def _queue_cheapest_bet(self, study: Any) -> None:
+        """``sampler: cost``: queue the untried config :func:`sweep.planner.acquisition.choose` bets on, from
+        every ended search trial's cost or estimate (:func:`sweep.planner.acquisition.evidence`), unless a queued
+        trial (the initial design) goes first."""
+        if study_store.queued(study):
+            return
+        skip = set(self.running) | self.unrun
+        evidence = acquisition.evidence(self.rows, skip, self.cfg.target.success)
+        candidates = self._untried_points(len(self.rows))
+        point = acquisition.choose(
+            evidence, candidates, space.choices(self.cfg), self.accounts.best_usd(), self.accounts.one_time_usd()
+        )
+        if point is not None:
+            study.enqueue_trial(point)
+
+    def _dispatch(self, trial: Any, trial_cfg: Any, allowance: float) -> None:
+        """Send a trial to the pool, its config kept in the study first (for a trial that dies before its first row)."""
+        knobs = trial_params(trial_cfg)
+        trial.set_user_attr("trial_config", asdict(trial_cfg))
+        trial.set_user_attr("knobs", knobs)  # the ledger's params, for a trial that dies before its first row
+        trial.set_user_attr("phase", trial_cfg.phase)
+        self.running[trial.number] = Running(trial.number, trial, knobs, allowance=allowance, config=asdict(trial_cfg))
+        # An absolute folder: a worker's working directory need not be the driver's.
+        node = self.pool.submit(trial.number, trial_cfg, self.cfg.run_id, self.price, str(self.run_dir.resolve()))
+        trial.set_user_attr("node", node)
+
+    def _start_confirmations(self, study: Any) -> None:
+        """Start the confirmation's next trials (:class:`sweep.planner.confirm.Phase`) while slots and budget allow: not
+        pruned on cost, capped at the per-trial cap only, the whole budget theirs."""
+
+        while self.pool.idle() > 0 and not self.stopping:
+            number = len(study.get_trials(deepcopy=False))  # the number the new trial gets
+            start = self.confirmation.next(self._dispatched(), self.rows, number)
+            if start is None:
+                return
+            if start.seed >= EVAL_SEED_BASE:  # never train on a held-out seed
+                self.confirmation.done = "training seeds exhausted: the next round's seed would be a held-out seed"
+                return
+            allowance = self.accounts.confirm_allowance()
+            if allowance is None:
+                if not self.running:
+                    self.stopping = "budget left cannot pay another confirmation trial"
+                return
+            trial = study_store.new_trial(study)
+            cap_s = allowance * 3600.0 / self.price.usd_per_hour
+            f = start.finalist
+            trial_cfg = space.trial_config(
+                f.params, self.cfg, self.profile, start.seed, cap_s, phase="confirm", baseline=f.baseline
+            )
+            self._dispatch(trial, trial_cfg, allowance)
+
+    def _dispatched(self) -> dict[int, dict]:
+        """Every dispatched trial's latest row; a running trial with no row yet as a 'running' row of its config."""
+        return {**{n: run.placeholder() for n, run in self.running.items()}, **last_rows(self.rows)}
+
+    def _collect(self, study: Any) -> None:
+        for row in self.pool.drain_rows():
+            run = self.running.get(int(row["trial"]))
+            if run is None:  # a late row of a trial already closed: keep it out of the ledger
+                continue
+            self._write(row)
+            run.rows.append(row)
+            if row["state"] == "running":
+                decision, reason = self._decide(run)
+                self.pool.decide(run.number, row["iteration"], decision)
+                if decision == PRUNE:
+                    run.optuna_trial.set_user_attr("prune_reason", reason)
+            else:
+                self._finish(study, run, row)
+        for number, error in self.pool.lost():
+            run = self.running.get(number)
+            if run is not None:
+                self._fail_lost(study, run, f"worker lost: {error}")
+
+    def _decide(self, run: Running) -> tuple[str, str]:
+        if self.stopping:
+            return STOP, self.stopping
+        if not self.cfg.prune or run.phase == "confirm":  # a confirmation trial measures the cost to target
+            return CONTINUE, ""
+        return self.pruner.decide(run.rows, self.accounts.race_bar_usd())
+
+    def _check_budget(self) -> None:
+        if not self.stopping and self.accounts.spent_usd() >= self.cfg.budget.usd:
+            self.stopping = f"study budget ${self.cfg.budget.usd:g} spent"
+
+    def _finish(self, study: Any, run: Running, row: dict) -> None:
+        study_store.tell_end(study, run.optuna_trial, run.rows, row, self.cfg.target.success)
+        del self.running[run.number]
+        self._note_end(row)
+
+    def _note_end(self, row: dict) -> None:
+        """Stop the study once :data:`SAME_FAILURE_STOP` trials in a row failed for the same reason."""
+        if row["state"] != "failed":
+            self.failures = []
+            return
+        reason = short_reason(str(row.get("reason", "")))
+        self.failures = [*self.failures, reason] if self.failures[-1:] == [reason] else [reason]
+        if len(self.failures) >= SAME_FAILURE_STOP and not self.stopping:
+            self.stopping = f"{len(self.failures)} trials in a row failed the same way ({reason})"
+
+    def _fail_lost(self, study: Any, run: Running, reason: str, state: str = "failed") -> None:
+        """A trial whose worker died (or was stopped): billed and told (:func:`sweep.planner.study_store.tell_lost`)."""
+        study_store.tell_lost(
+            study, run.optuna_trial, self.cfg, self.price, run.rows, run.started, state, reason, run.config, self._write
+        )
+        self._drop_checkpoint(run.number)
+        del self.running[run.number]
+        self._note_end(self.rows[-1])
+
+    def _tell_unrun(
+        self, study: Any, trial: Any, params: dict, reason: str, found: dict[str, float], trial_cfg: dict | None = None
+    ) -> None:
+        """A trial told PRUNED without running (infeasible or a repeat): a zero-cost ledger row, no spend."""
+        self.unrun.add(trial.number)
+        study_store.tell_unrun(study, trial, self.cfg, self.price, params, reason, found, trial_cfg, self._write)
+
+    def _stop_running(self, study: Any, reason: str) -> None:
+        """Ctrl-C: kill the running trials and bill each up to now (they end 'capped', not failed).
+
+        A trial whose end row is already in the ledger keeps that end.
+        """
+        self.pool.stop_all()
+        ends = last_rows(self.rows)
+        for run in list(self.running.values()):
+            last = ends.get(run.number)
+            if last is not None and last["state"] != "running":
+                self._finish(study, run, last)
+            else:
+                self._fail_lost(study, run, reason, state="capped")
+
+    def _append_closed(self, row: dict) -> None:
+        """An end row the planner wrote for an orphan of a dead driver: in the ledger now, its files dropped."""
+        self._append_now(row)
+        self._drop_checkpoint(int(row["trial"]))
+
+    def _drop_checkpoint(self, number: int) -> None:
+        """A trial the planner closed itself (its worker or the driver died) never reached the target: with
+        ``checkpoints: reached`` its files go, as the trial would have deleted them had it ended on its own."""
+        if self.cfg.checkpoints == "reached":
+            checkpoints.prune(self.run_dir, number)
+
+    def _heartbeat(self) -> None:
+        """Touch the run's heartbeat file (at most every HEARTBEAT_S): a later resume bills a trial that
+        died with the driver before its first row up to the driver's last sign of life."""
+        now = time.time()
+        if now - self._beat >= HEARTBEAT_S:
+            self.heartbeat_path.touch()
+            self._beat = now
+
+    def _append_now(self, row: dict) -> None:
+        with LedgerWriter(self.ledger_path) as w:
+            w.append(row)
+        self.rows.append(row)
+
+    def _write(self, row: dict) -> None:
+        self.ledger.append(row)
+        self.rows.append(row)
+
+
+__all__ = ["Planner"]

@@ -1,0 +1,158 @@
+"""A validated search space -> Optuna suggestions, trial configs and constraint checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sweep.config import RunConfig
+from sweep.contract import TrialConfig
+from sweep.errors import ConfigError
+from sweep.params import config_key, trial_params
+
+#: Knobs every space has (flags come on top, as ``flags.<name>``).
+BASE_KNOBS = ("num_envs", "num_steps_per_env", "num_mini_batches")
+#: Rough device bytes per env of the simulator state plus XLA work buffers (MJX Barkour, measured order).
+SIM_BYTES_PER_ENV = 256 * 1024
+#: Rollout-storage bytes per env per horizon step (obs x2, actions, values, log-probs, ... in float32).
+STORAGE_BYTES_PER_ENV_STEP = 1024
+
+
+def choices(cfg: RunConfig) -> dict[str, list[Any]]:
+    """Every searchable parameter name -> its choices (fixed ones have a single choice)."""
+    out: dict[str, list[Any]] = {k: list(getattr(cfg.knobs, k)) for k in BASE_KNOBS}
+    out.update({f"flags.{name}": list(values) for name, values in cfg.knobs.flags.items()})
+    return out
+
+
+def suggest(trial: Any, cfg: RunConfig) -> dict[str, Any]:
+    """Ask the Optuna trial for one value per parameter (categorical: choices may be uneven)."""
+    return {name: trial.suggest_categorical(name, values) for name, values in choices(cfg).items()}
+
+
+def grid_points(cfg: RunConfig, seed: int) -> list[dict[str, Any]]:
+    """Every combination of the choices, in an order shuffled by ``seed`` (grid search)."""
+    import itertools
+    import random
+
+    names, values = zip(*choices(cfg).items(), strict=True)
+    points = [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values)]
+    random.Random(seed).shuffle(points)
+    return points
+
+
+def baseline_params(cfg: RunConfig) -> dict[str, Any]:
+    """The baseline of ``confirm.baseline`` as a full suggestion (``flags.<name>`` for flags): what it leaves out
+    takes the space's value where the space fixes one, else (flags) the catalog default, rsl-rl's behaviour."""
+    from sweep import perf
+
+    base = cfg.confirm.baseline
+    out: dict[str, Any] = {}
+    for key in BASE_KNOBS:
+        value = getattr(base, key)
+        out[key] = int(value if value is not None else getattr(cfg.knobs, key)[0])
+    fixed = {name: values[0] for name, values in cfg.knobs.flags.items() if len(values) == 1}
+    flags = perf.resolve({**fixed, **dict(base.flags)}, key="confirm.baseline.flags")
+    out.update({f"flags.{name}": value for name, value in flags.items()})
+    return out
+
+
+def trial_config(
+    params: dict[str, Any],
+    cfg: RunConfig,
+    profile: str,
+    seed: int,
+    cap_s: float,
+    race_cap_s: float | None = None,
+    phase: str = "search",
+    baseline: bool = False,
+) -> TrialConfig:
+    """The TrialConfig a worker runs for these params (``cap_s``, ``race_cap_s``, ``phase``, ``baseline``: see
+    :class:`TrialConfig`)."""
+    flags = {k.split(".", 1)[1]: v for k, v in params.items() if k.startswith("flags.")}
+    return TrialConfig(
+        backend=cfg.backend,
+        profile=profile,
+        num_envs=int(params["num_envs"]),
+        num_steps_per_env=int(params["num_steps_per_env"]),
+        num_mini_batches=int(params["num_mini_batches"]),
+        seed=seed,
+        target=cfg.target.success,
+        eval_episodes=cfg.target.eval_episodes,
+        eval_every_steps=cfg.target.eval_every_steps,
+        eval_gate=cfg.target.eval_gate,
+        eval_gate_signal=cfg.target.eval_gate_signal,
+        cap_s=cap_s,
+        race_cap_s=race_cap_s,
+        device=cfg.device,
+        flags=flags,
+        backend_options=dict(cfg.backend_options),
+        checkpoints=cfg.checkpoints,
+        phase=phase,
+        baseline=baseline,
+    )
+
+
+def estimated_memory_gib(params: dict[str, Any], eval_episodes: int) -> float:
+    """Order-of-magnitude device memory of a config: simulator (train + eval envs) and rollout storage."""
+    n, horizon = int(params["num_envs"]), int(params["num_steps_per_env"])
+    total = (n + eval_episodes) * SIM_BYTES_PER_ENV + n * horizon * STORAGE_BYTES_PER_ENV_STEP
+    return total / 2**30
+
+
+def violations(
+    params: dict[str, Any], cfg: RunConfig, control_dt_s: float, memory_gib: float | None
+) -> dict[str, float]:
+    """Constraint values (> 0: infeasible) for Optuna's ``Trial.set_constraint``; nothing is run to get them."""
+    period = int(params["num_steps_per_env"]) * control_dt_s
+    out = {"update_period_s": period - cfg.constraints.max_update_period_s}
+    if memory_gib:
+        out["memory_gib"] = (
+            estimated_memory_gib(params, cfg.target.eval_episodes) - cfg.constraints.memory_share * memory_gib
+        )
+    samples = int(params["num_envs"]) * int(params["num_steps_per_env"])
+    out["mini_batches"] = float(int(params["num_mini_batches"]) - samples)
+    return out
+
+
+#: The keys that set each constraint of :func:`violations`.
+CONSTRAINT_KEYS = {
+    "update_period_s": ("knobs.num_steps_per_env", "constraints.max_update_period_s"),
+    "memory_gib": ("knobs.num_envs", "knobs.num_steps_per_env", "target.eval_episodes", "constraints.memory_share"),
+    "mini_batches": ("knobs.num_mini_batches", "knobs.num_envs", "knobs.num_steps_per_env"),
+}
+
+
+def infeasible_reason(found: dict[str, float]) -> str:
+    """One line naming the violated constraints."""
+    parts = [f"{k} over its bound by {v:g}" for k, v in found.items() if v > 0]
+    return "infeasible: " + "; ".join(parts)
+
+
+def untried_points(
+    cfg: RunConfig, tried: set, profile: str, control_dt_s: float, memory_gib: float | None, salt: int
+) -> list[dict[str, Any]]:
+    """Every feasible config whose knobs (``config_key``) are not in ``tried``, as suggestions, in an order shuffled
+    by the sampler seed and ``salt``."""
+    out = []
+    for point in grid_points(cfg, cfg.seeds.sampler + salt):
+        found = violations(point, cfg, control_dt_s, memory_gib)
+        knobs = trial_params(trial_config(point, cfg, profile, 0, 1.0))
+        if not any(v > 0 for v in found.values()) and config_key(knobs) not in tried:
+            out.append(point)
+    return out
+
+
+def feasible_count(cfg: RunConfig, control_dt_s: float, memory_gib: float | None) -> int:
+    """How many configs of the space satisfy the constraints; none is a config error (nothing could run)."""
+    points = grid_points(cfg, 0)
+    found = [violations(p, cfg, control_dt_s, memory_gib) for p in points]
+    count = sum(not any(v > 0 for v in f.values()) for f in found)
+    if count == 0:
+        closest = min(found, key=lambda f: sum(max(v, 0.0) for v in f.values()))
+        keys = sorted({key for name, v in closest.items() if v > 0 for key in CONSTRAINT_KEYS[name]})
+        raise ConfigError(
+            f"{cfg.space}: no config of the space satisfies the constraints "
+            f"(the closest is {infeasible_reason(closest)}); change {', '.join(keys)}",
+            keys=tuple(keys),
+        )
+    return count

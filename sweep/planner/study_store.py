@@ -1,0 +1,234 @@
+"""The Optuna study on disk (``study.db``): opened, its queue read, told how each trial ended, its orphans closed.
+
+The planner owns the study; this module holds what it tells Optuna and the end rows it writes for trials it
+closes itself (a lost worker, a dead driver, a proposal told without running), so that no trial is lost to the
+sampler and none goes unbilled in the ledger. A row always reaches the ledger before Optuna is told: a crash
+between the two leaves a trial that the next resume closes from its row.
+
+How an end is told (:func:`tell_end`, :func:`tell_unrun`, :func:`tell_lost`, :func:`close_orphans`):
+- reached: COMPLETE with (usd, wall) to target, feasible;
+- capped or failed by its own fault (divergence, out of memory): COMPLETE with the cost spent and a
+  positive ``success_gap`` constraint (infeasible, ranked by how close it came);
+- pruned, and told without running (infeasible, a repeat): PRUNED with the constraint;
+- lost to infrastructure (worker or driver died): FAIL.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sweep.config import RunConfig
+from sweep.contract import DRIVER_STOPPED
+from sweep.ledger import TrialRows, last_rows, metrics
+from sweep.planner import space
+from sweep.prices import Price
+
+
+def open_study(cfg: RunConfig, run_dir: Path) -> Any:
+    """The run's study (created with the initial design, and every grid point for ``sampler: grid``)."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    seed = cfg.seeds.sampler
+    # grid: every point enqueued below, in a seeded order; cost: the planner queues its bets (sweep.planner.acquisition)
+    if cfg.sampler in ("random", "grid", "cost"):
+        sampler = optuna.samplers.RandomSampler(seed=seed)
+    else:
+        sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(4, len(cfg.initial) + 2))
+    study = optuna.create_study(
+        storage=f"sqlite:///{(run_dir / 'study.db').resolve()}",
+        study_name="sweep",
+        directions=["minimize", "minimize"],
+        sampler=sampler,
+        load_if_exists=True,
+    )
+    with warnings.catch_warnings():  # experimental in Optuna, harmless here
+        warnings.simplefilter("ignore")
+        study.set_metric_names(["usd_to_target", "wall_to_target_s"])
+    if not study.trials:
+        for initial in cfg.initial:
+            study.enqueue_trial(initial, skip_if_exists=True)
+        if cfg.sampler == "grid":
+            for point in space.grid_points(cfg, seed):
+                study.enqueue_trial(point, skip_if_exists=True)
+    return study
+
+
+def tell_end(study: Any, trial: Any, rows: list[dict], end: dict, target: float) -> None:
+    """Tell Optuna how a trial ended, from its ledger rows: reached -> its costs; pruned -> PRUNED;
+    capped or failed by its own fault -> its cost so far, marked infeasible by its success gap."""
+    import optuna
+
+    m = metrics(end)
+    best_success = max((r["success"] for r in rows if r.get("success") is not None), default=0.0)
+    trial.set_user_attr("state", end["state"])
+    trial.set_user_attr("reason", end.get("reason", ""))
+    gap = max(0.0, target - best_success)
+    if end["state"] == "reached":
+        trial.set_constraint("success_gap", 0.0)
+        study.tell(trial, [m["usd"], m["wall_s"]])
+    elif end["state"] == "pruned":
+        trial.set_constraint("success_gap", max(gap, 1e-6))
+        study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+    else:
+        trial.set_constraint("success_gap", max(gap, 1e-6) + (1.0 if end["state"] == "failed" else 0.0))
+        study.tell(trial, [m["usd"], m["wall_s"]])
+
+
+def end_row(
+    cfg: RunConfig,
+    price: Price,
+    number: int,
+    params: dict,
+    state: str,
+    reason: str,
+    billable_s: float,
+    last: dict | None = None,
+    dispatched: dict[str, Any] | None = None,
+) -> dict:
+    """The end row of a trial the planner closes itself: the progress of its ``last`` row (if any),
+    billed ``billable_s`` seconds, the time no phase claimed counted as 'other'; its seed, phase and baseline
+    mark from the TrialConfig it was ``dispatched`` with (a search trial's seed by the counter if unknown).
+    Its checkpoint stays named only while ``checkpoints: all`` keeps it on disk."""
+    d = dispatched or {}
+    rows = TrialRows(
+        cfg.run_id,
+        number,
+        params,
+        int(d.get("seed", number + cfg.seeds.training)),
+        price.usd_per_hour,
+        price.label,
+        str(d.get("phase", "search")),
+        bool(d.get("baseline", False)),
+    )
+    kept = (last or {}).get("checkpoint", "") if cfg.checkpoints == "all" else ""
+    row = rows.row(state, {**(last or {}), "billable_s": billable_s, "checkpoint": kept}, reason)
+    unclaimed = billable_s - (last["billable_s"] if last else 0.0)
+    if unclaimed > 0:
+        row.phases_s["other"] = row.phases_s.get("other", 0.0) + unclaimed
+    return row.__dict__
+
+
+def tell_unrun(
+    study: Any,
+    trial: Any,
+    cfg: RunConfig,
+    price: Price,
+    params: dict,
+    reason: str,
+    found: dict[str, float],
+    dispatched: dict[str, Any] | None,
+    write: Callable[[dict], None],
+) -> None:
+    """A proposal told PRUNED without running (infeasible, a repeat; ``found``: its constraint values): its zero-cost
+    end row written first, then Optuna told."""
+    import optuna
+
+    for key, value in found.items():
+        trial.set_constraint(key, value)
+    trial.set_user_attr("state", "pruned")
+    trial.set_user_attr("reason", reason)
+    write(end_row(cfg, price, trial.number, params, "pruned", reason, 0.0, None, dispatched))
+    study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+
+
+def tell_lost(
+    study: Any,
+    trial: Any,
+    cfg: RunConfig,
+    price: Price,
+    rows: list[dict],
+    started: float,
+    state: str,
+    reason: str,
+    dispatched: dict[str, Any],
+    write: Callable[[dict], None],
+) -> None:
+    """A dispatched trial whose worker died or was stopped (``rows``: what it sent; ``started``: Unix s): billed to
+    its last row plus the time until now, its end row written first, then Optuna told FAIL (it did not finish,
+    through no fault of its config)."""
+    import optuna
+
+    last = rows[-1] if rows else None
+    seen = time.time()
+    billable = (last["billable_s"] + (seen - last["wall_time"])) if last else (seen - started)
+    params = trial.user_attrs["knobs"]
+    write(end_row(cfg, price, trial.number, params, state, reason, billable, last, dispatched))
+    trial.set_user_attr("state", state)
+    trial.set_user_attr("reason", reason)
+    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+
+
+def close_orphans(
+    study: Any, rows: list[dict], cfg: RunConfig, price: Price, heartbeat: Path, write: Callable[[dict], None]
+) -> None:
+    """On resume: close the trials a dead driver left running in the study.
+
+    A trial whose end row reached the ledger is told that end. One stopped mid-way ends 'failed', billed
+    from its last row to the run's last sign of life (latest row, trial start or ``heartbeat`` file); one with no
+    row yet (it died in start-up or compilation) ends 'failed', billed from its start to that moment. Each such
+    end row goes to ``write`` (the ledger) before Optuna is told FAIL.
+    """
+    import optuna
+
+    ends = last_rows(rows)
+    orphans = [t for t in study.trials if t.state == optuna.trial.TrialState.RUNNING]
+    alive = max(
+        [r["wall_time"] for r in rows if r.get("wall_time")]
+        + [t.datetime_start.timestamp() for t in study.trials if t.datetime_start is not None]
+        + ([heartbeat.stat().st_mtime] if heartbeat.exists() else []),
+        default=time.time(),
+    )
+    for frozen in orphans:
+        last = ends.get(frozen.number)
+        dispatched = frozen.user_attrs.get("trial_config")
+        if last is not None and last["state"] != "running":
+            own = [r for r in rows if r["trial"] == frozen.number]
+            tell_end(study, optuna.trial.Trial(study, frozen._trial_id), own, last, cfg.target.success)
+            continue
+        if last is not None:
+            # Billed to the run's last sign of life: the trial ran on at least until the driver last beat.
+            reason = f"{DRIVER_STOPPED} while the trial ran; billed to the driver's last sign of life"
+            billable = last["billable_s"] + max(0.0, alive - last["wall_time"])
+            params = last["params"]
+        else:
+            started = frozen.datetime_start.timestamp() if frozen.datetime_start else alive
+            billable = max(0.0, alive - started)
+            reason = (
+                f"{DRIVER_STOPPED} before the trial's first checkpoint; billed from its start to the run's last sign "
+                "of life"
+            )
+            params = frozen.user_attrs.get("knobs", frozen.params)
+        write(end_row(cfg, price, frozen.number, params, "failed", reason, billable, last, dispatched))
+        study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
+
+
+def started(study: Any) -> int:
+    """Trials asked for so far (enqueued ones still waiting are not)."""
+    import optuna
+
+    return sum(t.state != optuna.trial.TrialState.WAITING for t in study.get_trials(deepcopy=False))
+
+
+def confirmations(study: Any) -> int:
+    """Trials of the confirmation phase (they do not count towards ``budget.max_trials``)."""
+    return sum(t.user_attrs.get("phase") == "confirm" for t in study.get_trials(deepcopy=False))
+
+
+def queued(study: Any) -> bool:
+    """Whether trials wait in the queue to be asked (the initial design, a queued bet, a grid point)."""
+    import optuna
+
+    return bool(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
+
+
+def new_trial(study: Any) -> Any:
+    """An Optuna trial the planner fills itself (no sampled params). Not study.ask(): it would hand out a trial
+    still waiting in the queue."""
+    import optuna
+
+    return optuna.trial.Trial(study, study._storage.create_new_trial(study._study_id))

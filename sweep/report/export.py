@@ -1,0 +1,362 @@
+"""The deliverables of a run: ``recommended.yaml`` and the winning policy, exported.
+
+``recommended.yaml`` holds the winning config, the rsl-rl agent config it implies, versions, the
+evidence, and the checkpoint that first reached the target (path relative to the run folder).
+``python -m sweep.trial config=reports/<run_id>/recommended.yaml`` re-runs it (its ``trial``
+section is a complete :class:`sweep.contract.TrialConfig`).
+
+``python -m sweep.export reports/<run_id>`` writes that checkpoint's policy to ``exported/`` in the
+run folder as rsl-rl's play export does: the actor with its observation normalizer inside, giving
+the deterministic action (the mean) for a batch of concatenated observations. ``policy.pt`` is
+TorchScript; ``policy.onnx`` is written when the ONNX exporter's packages are installed (the ``onnx``
+extra).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+import warnings
+from dataclasses import asdict
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sweep import __version__, checkpoints
+from sweep.errors import ConfigError, MissingExtraError, require
+from sweep.ledger import last_rows, metrics, read_rows
+
+#: Folder of the run folder the exported policy goes to (as Isaac Lab's play script names it).
+EXPORT_DIR = "exported"
+
+
+def _versions(backend: Any) -> dict[str, str]:
+    out = {"sweep": __version__}
+    for name in ("rsl-rl-lib", "torch"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "not installed"
+    try:
+        out.update(backend.versions())
+    except Exception:  # a missing simulator must not block the export
+        out["simulator"] = "unknown"
+    return out
+
+
+def implied_agent_config(cfg: Any) -> dict[str, Any]:
+    """The rsl-rl agent config the trial ran with: the knobs and the perf flags that act through it
+    (``check_for_nan``, mixed precision, ``torch_compile_mode``, the PPO class and its flags)."""
+    from sweep import perf
+    from sweep.trial.learner import agent_config
+
+    return agent_config(cfg, perf.resolve(cfg.flags))
+
+
+def recommended(run_dir: Path, rows: list[dict]) -> dict[str, Any] | None:
+    """The YAML document for the best trial of a run (None when no trial reached the target)."""
+    from sweep.analysis.summary import summarize
+    from sweep.backends import get_backend
+    from sweep.contract import TrialConfig
+
+    s = summarize(rows)
+    if s.recommendation is None:
+        return None
+    best = s.recommendation.trial.trial
+    row = last_rows(rows)[best]
+    saved = _trial_config(run_dir, best)
+    cfg = TrialConfig(**saved) if saved else _config_from_params(row)
+    backend = get_backend(cfg.backend)
+    m = metrics(row)
+    from sweep import perf
+
+    doc: dict[str, Any] = {
+        "created": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "task": {
+            "backend": cfg.backend,
+            "profile": cfg.profile,
+            "success_rule": backend.success_rule,
+            "target_success": cfg.target,
+            "eval_episodes": cfg.eval_episodes,
+        },
+        "knobs": {
+            "num_envs": cfg.num_envs,
+            "num_steps_per_env": cfg.num_steps_per_env,
+            "num_mini_batches": cfg.num_mini_batches,
+        },
+        "perf_flags": perf.resolve(cfg.flags),
+        "agent": implied_agent_config(cfg),
+        "versions": _versions(backend),
+        "evidence": {
+            "run": str(run_dir),
+            "trial": best,
+            "seed": row.get("seed"),
+            "held_out_success": row["success"],
+            "success_ci95": [row["success_lo"], row["success_hi"]],
+            "eval_episodes": row["eval_episodes"],
+            "usd_to_target": m["usd_to_target"],
+            "usd_to_target_equal_terms": m["race_usd_to_target"],
+            "one_time_s": m["one_time_s"],
+            "ranking": "usd_to_target_equal_terms: billable seconds less one-time start-up and compilation, x price",
+            "wall_to_target_s": m["wall_to_target_s"],
+            "env_steps": row["env_steps"],
+            "throughput_env_steps_per_s": m["throughput_sps"],
+            "bottleneck": m["bottleneck"],
+            "price_usd_per_hour": row["price_usd_per_hour"],
+            "price": row["price_label"],
+            "device": row.get("device", ""),
+            **seeds_evidence(s),
+        },
+        "checkpoint": _checkpoint_section(run_dir, best, row),
+        "trial": asdict(cfg),
+    }
+    if hasattr(backend, "export_section"):
+        doc.update(backend.export_section(cfg, implied_agent_config(cfg)))
+    return doc
+
+
+def seeds_evidence(s: Any) -> dict[str, Any]:
+    """The recommended config over its seeds: each seed's result, the mean and interval that ranked it, the billed
+    mean, and the ratio to the baseline with its interval and rule (``evidence.RANKING_RULE``, ``VS_BASELINE_RULE``)."""
+    from sweep.analysis.evidence import RANKING_RULE, VS_BASELINE_RULE
+    from sweep.planner.confirm import RACE_RULE
+
+    rec = s.recommendation
+    c = rec.config
+
+    def seed(t: int) -> dict[str, Any]:
+        f = s.trials[t]
+        return {
+            "seed": f.seed,
+            "trial": t,
+            "phase": f.phase,
+            "state": f.state,
+            "reached": f.state == "reached",
+            "usd_to_target": f.usd_to_target if f.state == "reached" else None,
+            "usd_to_target_equal_terms": f.race_usd_to_target if f.state == "reached" else None,
+            "usd_spent": f.usd,
+            "usd_spent_equal_terms": f.race_usd,
+        }
+
+    out: dict[str, Any] = {
+        "seeds": [seed(t) for t in c.trials],
+        "mean_usd_to_target_equal_terms": c.race_mean,
+        "ci95": [c.race_lo, c.race_hi] if len(c.counted_trials) > 1 else None,
+        "mean_is_lower_bound": c.censored,
+        "mean_usd_to_target": c.mean_usd,
+        "ci95_billed": [c.lo, c.hi] if c.n_reached > 1 else None,
+        "recommendation_rule": RANKING_RULE,
+        "racing_rule": RACE_RULE if any(s.trials[t].phase == "confirm" for t in s.trials) else None,
+        "study_usd_by_phase": dict(s.usd_by_phase),
+    }
+    vs = rec.vs_baseline
+    if rec.is_baseline:
+        out["vs_baseline"] = {"ratio": 1.0, "ci95": None, "note": "the recommended config is the baseline"}
+    elif vs is None or vs.ratio is None:
+        out["vs_baseline"] = None
+    else:
+        b = vs.baseline
+        out["vs_baseline"] = {
+            "ratio": vs.ratio,
+            "ci95": [vs.lo, vs.hi] if vs.lo is not None else None,
+            "baseline_mean": b.race_mean,
+            "baseline_ci95": [b.race_lo, b.race_hi] if len(b.counted_trials) > 1 else None,
+            "baseline_params": b.params,
+            "baseline_seeds": [seed(t) for t in b.trials],
+            "shared_seeds": list(vs.shared_seeds),
+            "rule": VS_BASELINE_RULE,
+        }
+    return out
+
+
+def _checkpoint_section(run_dir: Path, trial: int, row: dict) -> dict[str, Any] | None:
+    """Where the checkpoint that reached the target lies (relative to the run folder), with its evidence.
+
+    None when the trial saved none (a replayed trial). A ledger written before rows named their
+    checkpoint points to the trial's own file, which a reached trial leaves as the reaching one.
+    """
+    if "checkpoint" in row:
+        path = row["checkpoint"]
+    else:
+        legacy = checkpoints.relative_path(trial)
+        path = legacy if (run_dir / legacy).is_file() else ""
+    if not path:
+        return None
+    return {
+        "path": path,
+        "trial": trial,
+        "iteration": row["iteration"],
+        "env_steps": row["env_steps"],
+        "held_out_success": row["success"],
+        "success_ci95": [row["success_lo"], row["success_hi"]],
+    }
+
+
+def _trial_config(run_dir: Path, trial: int) -> dict[str, Any] | None:
+    """The exact TrialConfig the planner dispatched, from the study's user attributes."""
+    db = run_dir / "study.db"
+    if not db.exists():
+        return None
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.load_study(study_name="sweep", storage=f"sqlite:///{db.resolve()}")
+    for t in study.get_trials(deepcopy=False):
+        if t.number == trial:
+            return t.user_attrs.get("trial_config")
+    return None
+
+
+def _config_from_params(row: dict) -> Any:
+    from sweep.contract import TrialConfig
+    from sweep.params import named_flags
+
+    p = row["params"]
+    return TrialConfig(
+        backend=p["backend"],
+        profile=p["profile"],
+        num_envs=p["num_envs"],
+        num_steps_per_env=p["num_steps_per_env"],
+        num_mini_batches=p["num_mini_batches"],
+        num_learning_epochs=p["num_learning_epochs"],
+        seed=row.get("seed", 1),
+        flags=named_flags(p),
+    )
+
+
+def write(run_dir: str | Path) -> Path | None:
+    """Write ``recommended.yaml`` into the run folder; None when nothing reached the target."""
+    run_dir = Path(run_dir)
+    doc = recommended(run_dir, read_rows(run_dir / "ledger.jsonl"))
+    if doc is None:
+        return None
+    path = run_dir / "recommended.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def load_policy(run_dir: str | Path, doc: dict[str, Any]) -> Any:
+    """The winning actor (rsl-rl ``MLPModel`` with its normalizer), rebuilt from its checkpoint, in eval mode, on CPU.
+
+    ``doc`` is the recommended document: its agent config gives the actor's class and layers, the
+    checkpoint's ``checkpoint.json`` the observation and action sizes.
+    """
+    import torch
+    from rsl_rl.utils import resolve_class
+    from tensordict import TensorDict
+
+    run_dir = Path(run_dir)
+    section = doc.get("checkpoint")
+    trial = doc["evidence"]["trial"]
+    if not section:
+        raise ConfigError(
+            f"{run_dir}: the winning trial {trial} saved no checkpoint (replayed, or save_checkpoints=false); "
+            f"re-run it with: python -m sweep.trial config={run_dir / 'recommended.yaml'} out=<folder>"
+        )
+    path = run_dir / section["path"]
+    if not path.is_file():
+        raise ConfigError(
+            f"{path}: the checkpoint of the winning trial {trial} is missing; re-run it with: "
+            f"python -m sweep.trial config={run_dir / 'recommended.yaml'} out=<folder>, then export that folder"
+        )
+    meta = checkpoints.read_meta(run_dir, section["path"])
+    agent = doc["agent"]
+    actor_class, actor_cfg = resolve_class(dict(agent["actor"]))
+    group = agent["obs_groups"]["actor"]
+    if len(group) != 1:  # the checkpoint records the concatenated size only
+        raise ConfigError(f"{run_dir}: agent.obs_groups.actor: export supports one observation group (got {group})")
+    obs = TensorDict({group[0]: torch.zeros(1, meta["obs_dim"])}, batch_size=[1])
+    actor = actor_class(obs, agent["obs_groups"], "actor", meta["num_actions"], **actor_cfg)
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    actor.load_state_dict(state["actor_state_dict"])
+    return actor.eval()
+
+
+def export_torchscript(actor: Any, path: Path) -> Path:
+    """Script the actor as rsl-rl's exporter does (normalizer, MLP, deterministic output) and save it."""
+    import torch
+
+    module = actor.as_jit().to("cpu").eval()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings():  # deprecated in torch, yet what rsl-rl's and Isaac Lab's play scripts write
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.jit.script(module).save(str(path))
+    return path
+
+
+def export_onnx(actor: Any, path: Path) -> Path:
+    """The same module as ONNX (input ``obs`` [batch, obs_dim] -> ``actions`` [batch, num_actions], opset 18)."""
+    import contextlib
+    import io
+
+    import torch
+
+    for module in ("onnx", "onnxscript"):  # what torch's ONNX exporter needs
+        require(module, "onnx")
+    model = actor.as_onnx(verbose=False).to("cpu").eval()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    batch = torch.export.Dim("batch")
+    onnx_log = logging.getLogger("torch.onnx")
+    level = onnx_log.level
+    # The exporter prints its progress and warns about torchvision ops an MLP never uses.
+    onnx_log.setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            torch.onnx.export(
+                model,
+                model.get_dummy_inputs(),
+                str(path),
+                export_params=True,
+                opset_version=18,
+                input_names=model.input_names,
+                output_names=model.output_names,
+                dynamic_shapes=({0: batch},),
+                dynamo=True,
+                external_data=False,  # one self-contained file (the weights are a few hundred KB)
+                verbose=False,
+            )
+    finally:
+        onnx_log.setLevel(level)
+    return path
+
+
+def export_policy(run_dir: str | Path) -> tuple[dict[str, Any], list[Path]]:
+    """Write the winner's policy into ``<run_dir>/exported/``; returns (the recommended document, files written).
+
+    Bad input (no ledger, no trial reached the target, the checkpoint missing) raises ConfigError;
+    a missing ONNX package skips ``policy.onnx`` with one line on stderr.
+    """
+    run_dir = Path(run_dir)
+    if not (run_dir / "ledger.jsonl").is_file():
+        raise ConfigError(f"{run_dir}: no ledger.jsonl here; give a run folder written by sweep.run or sweep.trial")
+    doc = recommended(run_dir, read_rows(run_dir / "ledger.jsonl"))
+    if doc is None:
+        raise ConfigError(f"{run_dir}: no trial reached the target, so there is no policy to export")
+    actor = load_policy(run_dir, doc)
+    out = run_dir / EXPORT_DIR
+    written = [export_torchscript(actor, out / "policy.pt")]
+    try:
+        written.append(export_onnx(actor, out / "policy.onnx"))
+    except MissingExtraError as exc:
+        print(f"sweep.report.export: policy.onnx skipped: {exc}", file=sys.stderr)
+    return doc, written
+
+
+def main(argv: list[str]) -> int:
+    """``python -m sweep.export reports/<run_id>``: the winning policy as TorchScript (and ONNX)."""
+    if len(argv) != 1:
+        raise ConfigError("usage: python -m sweep.export reports/<run_id>")
+    doc, written = export_policy(argv[0])
+    ckpt = doc["checkpoint"]
+    lo, hi = ckpt["success_ci95"]
+    print(
+        f"{ckpt['path']} (trial {ckpt['trial']}, iteration {ckpt['iteration']}): held-out success "
+        f"{ckpt['held_out_success']:.3f} (95% CI {lo:.3f}-{hi:.3f}, {doc['evidence']['eval_episodes']} episodes)"
+    )
+    for path in written:
+        print(path)
+    return 0

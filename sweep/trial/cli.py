@@ -1,0 +1,123 @@
+"""``python -m sweep.trial key=value ...``: one trial, its summary (from the ledger) and its ledger file."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from sweep.analysis.summary import format_summary, pass_text, summarize
+from sweep.backends import get_backend
+from sweep.contract import CONTINUE, TrialConfig
+from sweep.errors import ConfigError
+from sweep.ledger import Row
+from sweep.trial.learner import resolve_device
+
+#: Keys of ``python -m sweep.trial`` that are not the trial's: the price, where to write, a config file to start from.
+EXTRA_KEYS = ("price", "price.gpu", "price.kind", "price.usd_per_hour", "out", "run_id", "config")
+
+
+def config_from_overrides(overrides: dict[str, Any]) -> tuple[TrialConfig, dict[str, Any]]:
+    """Split ``key=value`` overrides into a validated TrialConfig (over the ``config=`` file's trial section, if
+    given) and the other keys (price, out, run_id, config)."""
+    from sweep.config import nested, structured
+
+    names = [f.name for f in fields(TrialConfig)]
+    extra = {k: v for k, v in overrides.items() if k in EXTRA_KEYS}
+    trial = {k: v for k, v in overrides.items() if k not in extra}
+    for key in trial:
+        if key.split(".")[0] not in names:
+            valid = sorted({*names, *EXTRA_KEYS, "flags.<name>", "backend_options.<key>"})
+            raise ConfigError(f"unknown key '{key}'; valid keys: {', '.join(valid)}")
+    layers = [(_from_file(extra["config"]), f"config={extra['config']}")] if "config" in extra else []
+    return checked(structured(TrialConfig, [*layers, (nested(trial), "command line")])), extra
+
+
+def checked(cfg: TrialConfig) -> TrialConfig:
+    """``cfg`` with every value checked: its own fields (:meth:`TrialConfig.validate`), then the names that the
+    backend (its profile), the flag catalog and the checkpoint policy know."""
+    from sweep import checkpoints, perf
+
+    cfg.validate()
+    checkpoints.check_keep(cfg.checkpoints)
+    get_backend(cfg.backend).check_profile(cfg.profile)
+    perf.resolve(cfg.flags)
+    return cfg
+
+
+def _from_file(path: Any) -> dict[str, Any]:
+    """The ``trial`` section of a recommended.yaml (or any YAML holding TrialConfig keys at the top)."""
+    from sweep.config import read_yaml
+
+    data = read_yaml(Path(str(path)))
+    section = data.get("trial", data)
+    if not isinstance(section, dict):
+        raise ConfigError(f"config={path}: expected a 'trial' mapping")
+    return section
+
+
+def resolve_price(extra: dict[str, Any], device: str) -> Any:
+    """Price from ``price=`` (a GPU name or a $/hour number), ``price.gpu``, ``price.kind``, ``price.usd_per_hour``."""
+    from sweep import prices
+
+    shorthand = extra.get("price")
+    rate = extra.get("price.usd_per_hour")
+    gpu = extra.get("price.gpu")
+    if isinstance(shorthand, (int, float)) and not isinstance(shorthand, bool):
+        rate = shorthand
+    elif isinstance(shorthand, str):
+        gpu = shorthand
+    elif shorthand is not None:
+        raise ConfigError(f"price: expected a GPU name or a $/hour number (got {shorthand!r})")
+    if gpu is None:
+        gpu = prices.detect_gpu(device) if rate is None else "custom"
+    return prices.resolve(str(gpu), str(extra.get("price.kind", "on_demand")), rate)
+
+
+def main(argv: list[str], run: Callable[..., Row]) -> int:
+    """``python -m sweep.trial key=value ...``: one trial, run by ``run`` (:func:`sweep.trial.runner.run_trial`), a
+    summary and its ledger. The runner is passed in so that this module needs nothing from the trial's."""
+    from sweep.cli import parse_overrides
+    from sweep.config.validation import check_run_id
+    from sweep.ledger import LedgerWriter, read_rows
+
+    cfg, extra = config_from_overrides(parse_overrides(argv))
+    get_backend(cfg.backend).preflight(cfg.profile, cfg.backend_options)
+    device = resolve_device(cfg.device)
+    price = resolve_price(extra, device)
+    run_id = str(extra.get("run_id") or time.strftime("trial-%Y%m%d-%H%M%S"))
+    check_run_id(run_id, "command line")
+    out = Path(str(extra.get("out") or Path("reports") / run_id))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        ledger_path = out / "ledger.jsonl"
+        writer = LedgerWriter(ledger_path)
+    except OSError as exc:
+        raise ConfigError(f"out: cannot write to '{out}' ({exc.strerror}); choose a writable folder") from exc
+    print(
+        f"trial: {cfg.num_envs} envs x {cfg.num_steps_per_env} steps, profile={cfg.profile}, mode={cfg.mode}, "
+        f"device={device}, target {cfg.target:g} on {cfg.eval_episodes} held-out episodes, cap {cfg.cap_s:g} s",
+        flush=True,
+    )
+
+    def held_out(row: Row) -> str:
+        return pass_text(row.success, row.success_max, getattr(row, cfg.eval_gate_signal), cfg.eval_gate_signal)
+
+    def sink(row: Row) -> str:
+        writer.append(row)
+        if row.state == "running":
+            print(
+                f"  it {row.iteration:5d}  {row.env_steps:>11,} steps  {row.billable_s:7.1f} s  "
+                f"held-out success {held_out(row)}  "
+                f"mean return {row.mean_return or float('nan'):.3f}",
+                flush=True,
+            )
+        return CONTINUE
+
+    with writer:
+        run(cfg, sink, run_id=run_id, price_usd_per_hour=price.usd_per_hour, price_label=price.label, out_dir=out)
+    rows = read_rows(ledger_path)
+    print(format_summary(summarize(rows), rows[-1]["trial"], cfg.target, ledger_path))
+    return 0 if rows[-1]["state"] == "reached" else 1
