@@ -23,7 +23,6 @@ from sweep.config.schema import RunConfig
 from sweep.errors import ConfigError
 
 
-
 def spaces_dir() -> Path:
     """Where ``space=<name>`` is looked up: the installed package's ``sweep.spaces`` (the repository's top-level
     ``search_spaces/``, installed inside the package), or that folder itself when sweep runs from a checkout that was
@@ -34,6 +33,7 @@ def spaces_dir() -> Path:
         return Path(str(resources.files("sweep.spaces")))
     except ModuleNotFoundError:
         return Path(__file__).resolve().parents[2] / "search_spaces"
+
 
 T = TypeVar("T")
 
