@@ -47,6 +47,10 @@ ONE_TIME_PHASES = ("startup", "compile")
 #: Phases of a study, in order: the search, then the confirmation of its finalists on further seeds.
 STUDY_PHASES = ("search", "confirm")
 
+#: A running trial's reservation of the study budget covers its allowance plus an overrun (the cap is checked after
+#: each iteration): the planner reserves it, the config's checks make sure one trial's fits.
+RESERVE_MARGIN = 1.1
+
 
 def one_time_s(phases_s: Mapping[str, float]) -> float:
     """Seconds of start-up and compilation (:data:`ONE_TIME_PHASES`) in a row's phase seconds."""

@@ -84,3 +84,59 @@ def test_the_planner_side_does_not_load_the_trial_stack() -> None:
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     for heavy in ("'sweep.trial.runner'", "'sweep.trial.learner'", "'sweep.trial.cli'"):
         assert heavy not in loaded, heavy
+
+
+#: The layers, highest first: a module may import its own package and anything in a lower layer, never a higher one;
+#: the packages of one layer never import each other. A name is a module or a package (all its modules).
+LAYERS: list[tuple[str, ...]] = [
+    ("sweep.run", "sweep.export", "sweep.__main__"),  # the entry points
+    ("sweep.report",),  # outputs: read the ledger and the study
+    ("sweep.planner", "sweep.execution"),  # the driver: proposes and prunes / runs trials on workers
+    ("sweep.trial",),  # a worker's trial
+    ("sweep.config", "sweep.analysis"),  # the run's configuration / what a ledger says
+    ("sweep.backends", "sweep.perf.apply", "sweep.perf.ppo"),  # the simulators / where flags act on a trial
+    ("sweep.perf.graphs", "sweep.perf.stats"),
+    ("sweep.params", "sweep.ledger"),
+    ("sweep.perf", "sweep.checkpoints", "sweep.prices", "sweep.cli"),  # sweep.perf: the catalog, no torch
+    ("sweep.contract",),
+    ("sweep.errors",),
+]
+
+
+def layer_of(module: str) -> tuple[int, str]:
+    """(layer index, the layer entry holding ``module``): the longest entry that is the module or its package."""
+    found = [(len(name), i, name) for i, layer in enumerate(LAYERS) for name in layer
+             if module == name or module.startswith(name + ".")]  # fmt: skip
+    assert found, f"{module} is in no layer: add it to LAYERS"
+    _, i, name = max(found)
+    return i, name
+
+
+def test_every_import_goes_down_the_layers() -> None:
+    modules = module_names()
+    bad = []
+    for name, path in modules.items():
+        if name == "sweep":
+            continue
+        mine, entry = layer_of(name)
+        for dep in imports(name, path, set(modules)):
+            if dep == "sweep":
+                continue
+            theirs, their_entry = layer_of(dep)
+            if theirs < mine or (theirs == mine and their_entry != entry):
+                bad.append(f"{name} ({entry}) imports {dep} ({their_entry})")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_layer_check_sees_an_upward_import() -> None:
+    assert layer_of("sweep.contract")[0] > layer_of("sweep.trial.runner")[0]
+    assert layer_of("sweep.perf.catalog")[1] == "sweep.perf" and layer_of("sweep.perf.ppo")[1] == "sweep.perf.ppo"
+
+
+def test_the_contract_is_a_leaf_without_torch() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, sweep.contract; print(sorted(m for m in sys.modules if m.startswith(('sweep', 'torch'))))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "['sweep', 'sweep.contract', 'sweep.errors']", loaded

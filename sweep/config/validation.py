@@ -65,7 +65,7 @@ def _validate_confirm(cfg: RunConfig) -> None:
     """The confirmation section: counts, shares, and a baseline every knob of which is known. Its values are checked
     even with the confirmation off (``seeds: 1``): a value that means nothing is refused wherever it stands."""
     from sweep import perf
-    from sweep.planner.pruner import RESERVE_MARGIN
+    from sweep.contract import RESERVE_MARGIN
 
     where, c = cfg.space, cfg.confirm
     if c.seeds < 1:
@@ -251,7 +251,7 @@ def _validate(cfg: RunConfig) -> RunConfig:
             f"{EVAL_SEED_BASE}); use a seed below {EVAL_SEED_BASE - trials}",
             keys=("budget.max_trials", "confirm.seeds", "confirm.top"),
         )
-    from sweep.planner.pruner import RESERVE_MARGIN
+    from sweep.contract import RESERVE_MARGIN
 
     if cfg.budget.trial_usd * RESERVE_MARGIN > cfg.budget.usd:
         raise ConfigError(

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sweep.contract import CONTINUE, PRUNE
+from sweep.contract import CONTINUE, PRUNE, RESERVE_MARGIN
 from sweep.ledger import metrics
 
-#: A running trial's reservation covers its allowance plus an overrun (the cap is checked after each iteration).
-RESERVE_MARGIN = 1.1
 #: A confirmation trial the budget cannot give the per-trial cap starts with what is left, if that is at least this
 #: many times the best known cost to target (plus one-time costs).
 CONFIRM_MIN_FACTOR = 2.0
