@@ -73,60 +73,123 @@ CONTINUE, PRUNE, STOP = Decision.CONTINUE, Decision.PRUNE, Decision.STOP
 Sink = Callable[["Row"], str]
 
 
-def capped_reason(cap_s: float) -> str:
-    return f"per-trial cap of {cap_s:g} billable seconds reached"
+class TrialState(str, Enum):
+    """A ledger row's ``state`` (a ``str``: rows are JSON): 'running' on a checkpoint row, how the trial ended on
+    its end row."""
+
+    RUNNING = "running"
+    REACHED = "reached"
+    """Its held-out success met the target."""
+    CAPPED = "capped"
+    """Stopped before the target by a cap: its own, the race's, or the study's end (:class:`EndCause` says which)."""
+    PRUNED = "pruned"
+    """Stopped by the planner on cost, or told without running (:attr:`EndCause.NOT_RUN`)."""
+    FAILED = "failed"
+    """It could not go on: an exception, a non-finite value, out of memory, a lost worker or driver."""
 
 
-#: How the end reasons of :func:`cap_reached` begin: a trial stopped by its own cap, not by the study's end.
-CAP_REASONS = ("per-trial cap of ", "capped at the best known cost")
+END_STATES = (TrialState.REACHED, TrialState.CAPPED, TrialState.PRUNED, TrialState.FAILED)
+
+
+class EndCause(str, Enum):
+    """Why a trial ended: an end row's ``cause``. It decides whether the trial is a seed of its config (the
+    recommendation's mean) and whether a resumed study runs it again."""
+
+    REACHED = "reached"
+    """Its held-out success met the target."""
+    CAP = "cap"
+    """Its own per-trial cap (``budget.trial_usd``)."""
+    RACE_CAP = "race_cap"
+    """The race cap: the search leader's mean cost to target times ``race_slack``."""
+    PRUNED = "pruned"
+    """Pruned by the planner: it could not beat the best cost to target."""
+    NOT_RUN = "not_run"
+    """Told to the sampler without running: infeasible, or a repeat of a config already run."""
+    STUDY_END = "study_end"
+    """Stopped by the study's end: its budget spent, or Ctrl-C."""
+    DRIVER_STOPPED = "driver_stopped"
+    """Closed on resume: the driver died while it ran."""
+    WORKER_LOST = "worker_lost"
+    """Its worker died."""
+    FAILED = "failed"
+    """An exception, a non-finite value, out of memory (the reason says which)."""
+
+    @property
+    def censored(self) -> bool:
+        """Stopped on cost before the target after running: its cost to target is more than it spent."""
+        return self in (EndCause.CAP, EndCause.RACE_CAP, EndCause.PRUNED)
+
+    @property
+    def by_study(self) -> bool:
+        """Ended through no doing of its config: no seed of it, and a resumed study runs it again (a lost worker,
+        which could recur, is not excused)."""
+        return self in (EndCause.STUDY_END, EndCause.DRIVER_STOPPED)
+
+
+def end_cause(row: Mapping[str, Any]) -> EndCause | None:
+    """Why the trial of an end row ended (None for a 'running' row). Rows carry their ``cause``; a ledger written
+    before causes were recorded says it in the state and the opening words of the reason, read here and only here."""
+    if row.get("state") == TrialState.RUNNING:
+        return None
+    if row.get("cause"):
+        return EndCause(row["cause"])
+    state, reason = row.get("state"), str(row.get("reason", ""))
+    if state == TrialState.REACHED:
+        return EndCause.REACHED
+    if state == TrialState.PRUNED:
+        return EndCause.PRUNED if float(row.get("billable_s", 0.0)) > 0 else EndCause.NOT_RUN
+    if state == TrialState.CAPPED:
+        if reason.startswith("per-trial cap of "):
+            return EndCause.CAP
+        return EndCause.RACE_CAP if reason.startswith("capped at the best known cost") else EndCause.STUDY_END
+    if reason.startswith("driver stopped"):
+        return EndCause.DRIVER_STOPPED
+    return EndCause.WORKER_LOST if reason.startswith("worker lost") else EndCause.FAILED
 
 
 def stopped_by_cap(row: Mapping[str, Any]) -> bool:
-    """Whether a trial's end row says it stopped without reaching because of its cost: pruned after running, or
-    capped by its own cap (not by the study's end: budget spent, Ctrl-C). Such a seed is censored: its cost to target
-    is more than it spent."""
-    if row.get("state") == "pruned":
-        return float(row.get("billable_s", 0.0)) > 0
-    return row.get("state") == "capped" and str(row.get("reason", "")).startswith(CAP_REASONS)
-
-
-#: How the reason begins of a trial the planner closed because its driver stopped
-#: (``sweep.planner.study_store.close_orphans``).
-DRIVER_STOPPED = "driver stopped"
+    """Whether a trial's end row says it stopped without reaching because of its cost (pruned after running, or at
+    its own cap or the race cap; not at the study's end). Such a seed is censored: its cost to target is more than it
+    spent."""
+    cause = end_cause(row)
+    return cause is not None and cause.censored
 
 
 def ended_by_study(row: Mapping[str, Any]) -> bool:
-    """Whether a trial ended through no doing of its config: stopped at the study's end (budget spent, Ctrl-C) or
-    closed on resume after its driver stopped. Such a trial is no seed of its config: a resumed confirmation runs it
-    again (a lost worker, which could recur, is not excused)."""
-    if row.get("state") == "capped":
-        return not stopped_by_cap(row)
-    return row.get("state") == "failed" and str(row.get("reason", "")).startswith(DRIVER_STOPPED)
+    """Whether a trial ended through no doing of its config (:attr:`EndCause.by_study`)."""
+    cause = end_cause(row)
+    return cause is not None and cause.by_study
 
 
-def cap_reached(cfg: TrialConfig, billable_s: float, phases_s: Mapping[str, float]) -> str | None:
-    """Why a trial is past its cap (the end row's reason), or None while it may go on: the per-trial cap on
-    billable seconds, or the race cap on equal terms (billable seconds less start-up and compilation)."""
+#: An end: its state, why, and the reason in words.
+Ending = tuple[TrialState, EndCause, str]
+
+
+def cap_reached(cfg: TrialConfig, billable_s: float, phases_s: Mapping[str, float]) -> Ending | None:
+    """How a trial past its cap ends, or None while it may go on: the per-trial cap on billable seconds, or the race
+    cap on equal terms (billable seconds less start-up and compilation)."""
     if billable_s >= cfg.cap_s:
-        return capped_reason(cfg.cap_s)
+        return TrialState.CAPPED, EndCause.CAP, f"per-trial cap of {cfg.cap_s:g} billable seconds reached"
     race_s = billable_s - one_time_s(phases_s)
     if cfg.race_cap_s is not None and race_s >= cfg.race_cap_s:
         return (
+            TrialState.CAPPED,
+            EndCause.RACE_CAP,
             f"capped at the best known cost to target on equal terms, times the race slack ({cfg.race_cap_s:.1f} "
-            "billable s past start-up and compilation)"
+            "billable s past start-up and compilation)",
         )
     return None
 
 
-def end_state(success: float | None, target: float, answer: str) -> tuple[str, str] | None:
-    """How a trial ends after a checkpoint row (state, reason), or None when it goes on: ``reached`` once its
-    held-out success meets the target, else as the planner's ``answer`` says. The one rule for every runner."""
+def end_state(success: float | None, target: float, answer: str) -> Ending | None:
+    """How a trial ends after a checkpoint row, or None when it goes on: reached once its held-out success meets the
+    target, else as the planner's ``answer`` says. The one rule for every runner."""
     if success is not None and success >= target:
-        return "reached", f"held-out success {success:.3f} >= target {target:g}"
+        return TrialState.REACHED, EndCause.REACHED, f"held-out success {success:.3f} >= target {target:g}"
     if answer == Decision.PRUNE:
-        return "pruned", "stopped by the planner: cannot beat the best cost to target"
+        return TrialState.PRUNED, EndCause.PRUNED, "stopped by the planner: cannot beat the best cost to target"
     if answer == Decision.STOP:
-        return "capped", "stopped by the planner: study budget spent"
+        return TrialState.CAPPED, EndCause.STUDY_END, "stopped by the planner: study budget spent"
     return None
 
 

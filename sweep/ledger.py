@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sweep.contract import one_time_s
+from sweep.contract import EndCause, TrialState, end_cause, one_time_s
 from sweep.prices import usd
 
 #: Phases of a trial, in the order they happen; each is a ``<phase>_s`` column (seconds, cumulative). 'answer' is
@@ -32,8 +32,6 @@ from sweep.prices import usd
 #: phase claimed (the training side's signals read, the loop's own Python between phases).
 PHASES = ("startup", "compile", "sim", "policy", "learn", "log", "eval", "checkpoint", "answer", "other")
 TRAINING_PHASES = ("sim", "policy", "learn")
-#: Trial states. 'running' rows are checkpoints; the others end a trial.
-END_STATES = ("reached", "capped", "pruned", "failed")
 #: Peak device memory above this share of capacity labels a trial memory-bound.
 MEMORY_BOUND_SHARE = 0.9
 _BOTTLENECK = {
@@ -92,7 +90,10 @@ class Row:
     policy). It follows the policy as it is, where ``train_success`` lags it by the episodes still running; not the
     held-out measure either (None where the env does not say)."""
     reason: str = ""
-    """Why the trial ended this way (failed / pruned / capped)."""
+    """Why the trial ended this way, in words (an end row)."""
+    cause: str = ""
+    """Why the trial ended, as a :class:`~sweep.contract.EndCause` (an end row; '' on a checkpoint row, and in ledgers
+    written before causes were recorded: :func:`~sweep.contract.end_cause` reads those)."""
     device: str = ""
     gpu: str = ""
     """Which GPU the trial ran on, ``<host>:<index>`` (:func:`sweep.trial.learner.gpu_slot`); '' on a CPU."""
@@ -157,7 +158,7 @@ class TrialRows:
     baseline: bool = False
     """The trial runs the study's baseline config."""
 
-    def row(self, state: str, progress: dict[str, Any], reason: str = "") -> Row:
+    def row(self, state: str, progress: dict[str, Any], reason: str = "", cause: EndCause | None = None) -> Row:
         """A row of this trial in ``state``: ``progress`` holds its cumulative figures (keys of
         :data:`PROGRESS_FIELDS`; others are ignored, absent ones take their defaults)."""
         figures = {**START, **{k: v for k, v in progress.items() if k in PROGRESS_FIELDS}}
@@ -170,6 +171,7 @@ class TrialRows:
             price_usd_per_hour=self.price_usd_per_hour,
             price_label=self.price_label,
             reason=reason,
+            cause=cause.value if cause is not None else "",
             seed=self.seed,
             phase=self.phase,
             baseline=self.baseline,
@@ -191,7 +193,7 @@ def metrics(row: Row | dict) -> dict[str, Any]:
     }
     out["one_time_s"] = one_time_s(phases)
     out["race_usd"] = usd(max(0.0, out["wall_s"] - out["one_time_s"]), float(r["price_usd_per_hour"]))
-    reached = r["state"] == "reached"
+    reached = r["state"] == TrialState.REACHED
     out["wall_to_target_s"] = out["wall_s"] if reached else None
     out["usd_to_target"] = out["usd"] if reached else None
     out["race_usd_to_target"] = out["race_usd"] if reached else None
@@ -299,7 +301,7 @@ def last_rows(rows: Iterable[dict]) -> dict[int, dict]:
 def end_label(row: dict) -> str:
     """A trial's state for counts shown to people: 'not run' for a config told PRUNED without running
     (infeasible, or a repeat of one already run), else the ledger state."""
-    return "not run" if row["state"] == "pruned" and row["billable_s"] == 0 else row["state"]
+    return "not run" if end_cause(row) == EndCause.NOT_RUN else row["state"]
 
 
 def summary_figures(rows: list[dict]) -> dict[str, Any]:
@@ -311,7 +313,7 @@ def summary_figures(rows: list[dict]) -> dict[str, Any]:
     reached = sorted(
         (metrics(r)["race_usd_to_target"], metrics(r)["usd_to_target"], metrics(r)["wall_to_target_s"], t)
         for t, r in ends.items()
-        if r["state"] == "reached"
+        if r["state"] == TrialState.REACHED
     )
     pareto, best_wall = [], float("inf")
     for _race, _cost, wall, t in sorted(reached, key=lambda x: (x[1], x[2])):

@@ -9,8 +9,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sweep.contract import stopped_by_cap
-from sweep.ledger import END_STATES, end_label, last_rows, metrics
+from sweep.contract import END_STATES, TrialState, stopped_by_cap
+from sweep.ledger import end_label, last_rows, metrics
 
 if TYPE_CHECKING:
     from sweep.analysis.summary import TrialFigures
@@ -126,8 +126,8 @@ def config_stats(rows: list[dict]) -> list[ConfigStat]:
             groups.setdefault(config_identity(r["params"]), []).append(r)
     stats = []
     for key, members in groups.items():
-        reached = [r for r in members if r["state"] == "reached"]
-        counted = [r for r in members if r["state"] == "reached" or stopped_by_cap(r)]
+        reached = [r for r in members if r["state"] == TrialState.REACHED]
+        counted = [r for r in members if r["state"] == TrialState.REACHED or stopped_by_cap(r)]
         usd = tuple(float(metrics(r)["usd_to_target"]) for r in reached)
         race = tuple(float(metrics(r)["race_usd"]) for r in counted)
         mean, lo, hi = _t_interval(usd)
@@ -145,7 +145,7 @@ def config_stats(rows: list[dict]) -> list[ConfigStat]:
                 hi=hi,
                 counted_trials=tuple(int(r["trial"]) for r in counted),
                 race_usd=race,
-                censored_trials=tuple(int(r["trial"]) for r in counted if r["state"] != "reached"),
+                censored_trials=tuple(int(r["trial"]) for r in counted if r["state"] != TrialState.REACHED),
                 race_mean=race_mean,
                 race_lo=race_lo,
                 race_hi=race_hi,

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep.analysis.evidence import Recommendation, config_stats, recommend
+from sweep.contract import TrialState
 from sweep.ledger import end_label, last_rows, metrics, read_rows, summary_figures
 
 
@@ -161,7 +162,7 @@ class Summary:
     @property
     def top_failure(self) -> tuple[str, int] | None:
         """The most common reason among failed trials (shortened) and how many trials failed with it."""
-        reasons = Counter(short_reason(t.reason) for t in self.trials.values() if t.state == "failed")
+        reasons = Counter(short_reason(t.reason) for t in self.trials.values() if t.state == TrialState.FAILED)
         return reasons.most_common(1)[0] if reasons else None
 
 
@@ -197,7 +198,9 @@ def reached_at_first_checkpoint(rows: list[dict]) -> int:
     for r in rows:
         it = r.get("iteration", 0)
         first[r["trial"]] = min(first.get(r["trial"], it), it)
-    return sum(r["state"] == "reached" and r.get("iteration", 0) == first[t] for t, r in last_rows(rows).items())
+    return sum(
+        r["state"] == TrialState.REACHED and r.get("iteration", 0) == first[t] for t, r in last_rows(rows).items()
+    )
 
 
 def short_reason(reason: str, width: int = 160) -> str:
@@ -242,9 +245,9 @@ def closest_trial(rows: list[dict]) -> Closest | None:
     reason = end.get("reason", "")
     if "per-trial cap" in reason:
         key = "budget.trial_usd (the per-trial cap stopped it)"
-    elif end["state"] == "capped":
+    elif end["state"] == TrialState.CAPPED:
         key = "budget.usd (the study budget ran out while it trained)"
-    elif end["state"] == "pruned":
+    elif end["state"] == TrialState.PRUNED:
         key = "prune=false or budget.trial_usd (the planner stopped it on cost)"
     else:
         key = "target.success, or budget.trial_usd for longer trials"

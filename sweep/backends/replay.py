@@ -18,7 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from sweep.backends.base import Backend, Profile, TaskEnv
-from sweep.contract import Sink, TrialConfig, cap_reached, end_state, one_time_s
+from sweep.contract import (
+    EndCause,
+    Ending,
+    Sink,
+    TrialConfig,
+    TrialState,
+    cap_reached,
+    end_cause,
+    end_state,
+    one_time_s,
+)
 from sweep.errors import ConfigError
 from sweep.ledger import Row, TrialRows, end_label, read_rows
 from sweep.params import TrialParams, config_key, trial_params
@@ -110,14 +120,15 @@ def replay_trial(
     rows = TrialRows(run_id, trial, params, cfg.seed, price_usd_per_hour, price_label, cfg.phase, cfg.baseline)
     served = {"device": table.get("device", "recorded"), "checkpoint": ""}  # a replayed trial saves no model
 
-    def end(rec: dict, state: str, reason: str) -> Row:
-        final = rows.row(state, {**rec, **served}, reason)
+    def end(rec: dict, ending: Ending) -> Row:
+        state, cause, reason = ending
+        final = rows.row(state, {**rec, **served}, reason, cause)
         sink(final)
         return final
 
     matches = [t for t in table["trials"] if config_key(t["params"]) == config_key(params)]
     if not matches:
-        return end({}, "failed", f"no recorded trial for {TrialParams.of(params)}")
+        return end({}, (TrialState.FAILED, EndCause.FAILED, f"no recorded trial for {TrialParams.of(params)}"))
     record = pick_record(matches, cfg.seed, seeds_before(out_dir, config_key(params), trial))
     previous_s = 0.0
     for rec in record["curve"]:
@@ -129,13 +140,10 @@ def replay_trial(
         if capped:  # the trial would have stopped at its cap: bill up to there, not the whole recorded stretch
             one_time = one_time_s(rec["phases_s"])
             limit = min(cfg.cap_s, one_time + cfg.race_cap_s if cfg.race_cap_s is not None else cfg.cap_s)
-            return end(dict(rec, billable_s=limit), "capped", capped)
-        ending = end_state(rec.get("success"), cfg.target, sink(rows.row("running", {**rec, **served})))
+            return end(dict(rec, billable_s=limit), capped)
+        ending = end_state(rec.get("success"), cfg.target, sink(rows.row(TrialState.RUNNING, {**rec, **served})))
         if ending is not None:
-            return end(rec, *ending)
-    last = record.get("end", {})
-    return end(
-        record["curve"][-1] if record["curve"] else {},
-        last.get("state", "capped"),
-        last.get("reason", "recording ended"),
-    )
+            return end(rec, ending)
+    final = record["curve"][-1] if record["curve"] else {}
+    last = {"state": TrialState.CAPPED, "reason": "recording ended", **final, **record.get("end", {})}
+    return end(final, (TrialState(last["state"]), end_cause(last), last["reason"]))  # a recording says no cause

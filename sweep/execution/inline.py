@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from sweep.contract import CONTINUE, TrialConfig
+from sweep.contract import CONTINUE, TrialConfig, TrialState
 from sweep.trial.runner import runner_for
 
 
@@ -36,13 +36,13 @@ class InlinePool:
         def sink(row: Any) -> str:
             event, answer = threading.Event(), [CONTINUE]
             key = (row.trial, row.iteration)
-            if row.state == "running":
+            if row.state == TrialState.RUNNING:
                 with self.lock:
                     self.answers[key] = (event, answer)
             with self.lock:
                 self.rows.append(row.__dict__)
             self.arrived.set()
-            if row.state == "running":
+            if row.state == TrialState.RUNNING:
                 event.wait(30)
             return answer[0]
 

@@ -16,7 +16,7 @@ from dataclasses import asdict
 from typing import Any
 
 from sweep.config import Workers
-from sweep.contract import Decision
+from sweep.contract import Decision, TrialState
 from sweep.errors import ConfigError, SweepError, require
 from sweep.prices import Price
 
@@ -52,7 +52,7 @@ def _hub_class() -> Any:
         async def report(self, row: dict) -> str:
             self.rows.append(row)
             self.arrived.set()
-            if row["state"] != "running":
+            if row["state"] != TrialState.RUNNING:
                 return Decision.CONTINUE
             key = (int(row["trial"]), int(row["iteration"]))
             future = self.answers.setdefault(key, self.asyncio.get_running_loop().create_future())
@@ -241,7 +241,7 @@ class WorkerPool:
                     self._finished.append((trial, _one_line(exc)))
                     self._replace(actor)
                     continue
-                if self.retire_failed and final.get("state") == "failed":
+                if self.retire_failed and final.get("state") == TrialState.FAILED:
                     self._replace(actor)
             if done:  # rows sent just before the trial returned
                 rows += self.ray.get(self.hub.drain.remote())

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sweep.config import RunConfig
+from sweep.contract import TrialState
 from sweep.ledger import last_rows, metrics
 from sweep.planner import leader
 from sweep.planner.pruner import allowance_usd, can_start, confirm_allowance_usd, reserve_usd
@@ -37,7 +38,9 @@ class Accounts:
 
     def best_usd(self) -> float | None:
         """The best known cost to target on equal terms."""
-        reached = [metrics(r)["race_usd_to_target"] for r in last_rows(self.rows).values() if r["state"] == "reached"]
+        reached = [
+            metrics(r)["race_usd_to_target"] for r in last_rows(self.rows).values() if r["state"] == TrialState.REACHED
+        ]
         return min(reached) if reached else None
 
     def race_bar_usd(self) -> float | None:

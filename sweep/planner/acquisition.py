@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from sweep.contract import TrialState
 from sweep.ledger import metrics
 
 #: Ended search trials needed before the model proposes (before: the Optuna sampler's random proposals).
@@ -39,7 +40,7 @@ def estimated_usd(rows: Sequence[dict], target: float) -> float | None:
     cost through its best pass). None for a trial that spent nothing on training."""
     end = rows[-1]
     m = metrics(end)
-    if end["state"] == "reached" and m["race_usd_to_target"] is not None:
+    if end["state"] == TrialState.REACHED and m["race_usd_to_target"] is not None:
         return m["race_usd_to_target"]
     spent = m["race_usd"]
     if spent <= 0:

@@ -24,7 +24,7 @@ from typing import Any
 
 from sweep.analysis.evidence import ConfigStat, config_identity, config_stats, rank_key
 from sweep.config import Confirm
-from sweep.contract import ended_by_study
+from sweep.contract import TrialState, ended_by_study
 from sweep.ledger import end_label
 from sweep.params import TrialParams, config_key
 
@@ -154,7 +154,7 @@ def plan(ends: Mapping[int, dict], finals: list[Finalist], seeds: int, factor: f
         todo = tuple(f for f in _members(before, finals, seeds, factor) if f.key not in ran)
         if todo:
             return Plan(seed, todo)
-        if any(r["state"] == "running" for r in confirm.values()):
+        if any(r["state"] == TrialState.RUNNING for r in confirm.values()):
             return Plan(seed, ())
     members = _members(ends, finals, seeds, factor)
     if not members:

@@ -32,7 +32,17 @@ from sweep import checkpoints
 from sweep.analysis.evidence import ConfigStat, config_identity
 from sweep.analysis.summary import short_reason
 from sweep.config import RunConfig
-from sweep.contract import CONTINUE, EVAL_SEED_BASE, PRUNE, STOP, TrialPool, ended_by_study
+from sweep.contract import (
+    CONTINUE,
+    EVAL_SEED_BASE,
+    PRUNE,
+    STOP,
+    EndCause,
+    Ending,
+    TrialPool,
+    TrialState,
+    ended_by_study,
+)
 from sweep.ledger import LedgerWriter, end_label, last_rows, read_rows
 from sweep.params import TrialParams, config_key, trial_params
 from sweep.planner import acquisition, confirm, leader, space, study_store
@@ -69,7 +79,7 @@ class Running:
 
     def placeholder(self) -> dict[str, Any]:
         """A 'running' row of its config, for a trial that has sent no row yet."""
-        row = {"trial": self.number, "state": "running", "params": self.params, "billable_s": 0.0}
+        row = {"trial": self.number, "state": TrialState.RUNNING, "params": self.params, "billable_s": 0.0}
         return {**row, "seed": self.config.get("seed"), "phase": self.phase}
 
 
@@ -128,7 +138,7 @@ class Planner:
     def state_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for t, r in self._dispatched().items():
-            state = "running" if t in self.running else end_label(r)
+            state = TrialState.RUNNING if t in self.running else end_label(r)
             counts[state] = counts.get(state, 0) + 1
         return counts
 
@@ -361,7 +371,7 @@ class Planner:
                 continue
             self._write(row)
             run.rows.append(row)
-            if row["state"] == "running":
+            if row["state"] == TrialState.RUNNING:
                 decision, reason = self._decide(run)
                 self.pool.decide(run.number, row["iteration"], decision)
                 if decision == PRUNE:
@@ -371,7 +381,7 @@ class Planner:
         for number, error in self.pool.lost():
             run = self.running.get(number)
             if run is not None:
-                self._fail_lost(study, run, f"worker lost: {error}")
+                self._fail_lost(study, run, (TrialState.FAILED, EndCause.WORKER_LOST, f"worker lost: {error}"))
 
     def _decide(self, run: Running) -> tuple[str, str]:
         if self.stopping:
@@ -391,7 +401,7 @@ class Planner:
 
     def _note_end(self, row: dict) -> None:
         """Stop the study once :data:`SAME_FAILURE_STOP` trials in a row failed for the same reason."""
-        if row["state"] != "failed":
+        if row["state"] != TrialState.FAILED:
             self.failures = []
             return
         reason = short_reason(str(row.get("reason", "")))
@@ -399,10 +409,10 @@ class Planner:
         if len(self.failures) >= SAME_FAILURE_STOP and not self.stopping:
             self.stopping = f"{len(self.failures)} trials in a row failed the same way ({reason})"
 
-    def _fail_lost(self, study: Any, run: Running, reason: str, state: str = "failed") -> None:
+    def _fail_lost(self, study: Any, run: Running, ending: Ending) -> None:
         """A trial whose worker died (or was stopped): billed and told (:func:`sweep.planner.study_store.tell_lost`)."""
         study_store.tell_lost(
-            study, run.optuna_trial, self.cfg, self.price, run.rows, run.started, state, reason, run.config, self._write
+            study, run.optuna_trial, self.cfg, self.price, run.rows, run.started, ending, run.config, self._write
         )
         self._drop_checkpoint(run.number)
         del self.running[run.number]
@@ -424,10 +434,10 @@ class Planner:
         ends = last_rows(self.rows)
         for run in list(self.running.values()):
             last = ends.get(run.number)
-            if last is not None and last["state"] != "running":
+            if last is not None and last["state"] != TrialState.RUNNING:
                 self._finish(study, run, last)
             else:
-                self._fail_lost(study, run, reason, state="capped")
+                self._fail_lost(study, run, (TrialState.CAPPED, EndCause.STUDY_END, reason))
 
     def _append_closed(self, row: dict) -> None:
         """An end row the planner wrote for an orphan of a dead driver: in the ledger now, its files dropped."""

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep.config import RunConfig
-from sweep.contract import DRIVER_STOPPED
+from sweep.contract import EndCause, Ending, TrialState
 from sweep.ledger import TrialRows, last_rows, metrics
 from sweep.planner import space
 from sweep.prices import Price
@@ -68,14 +68,14 @@ def tell_end(study: Any, trial: Any, rows: list[dict], end: dict, target: float)
     trial.set_user_attr("state", end["state"])
     trial.set_user_attr("reason", end.get("reason", ""))
     gap = max(0.0, target - best_success)
-    if end["state"] == "reached":
+    if end["state"] == TrialState.REACHED:
         trial.set_constraint("success_gap", 0.0)
         study.tell(trial, [m["usd"], m["wall_s"]])
-    elif end["state"] == "pruned":
+    elif end["state"] == TrialState.PRUNED:
         trial.set_constraint("success_gap", max(gap, 1e-6))
         study.tell(trial, state=optuna.trial.TrialState.PRUNED)
     else:
-        trial.set_constraint("success_gap", max(gap, 1e-6) + (1.0 if end["state"] == "failed" else 0.0))
+        trial.set_constraint("success_gap", max(gap, 1e-6) + (1.0 if end["state"] == TrialState.FAILED else 0.0))
         study.tell(trial, [m["usd"], m["wall_s"]])
 
 
@@ -84,8 +84,7 @@ def end_row(
     price: Price,
     number: int,
     params: dict,
-    state: str,
-    reason: str,
+    ending: Ending,
     billable_s: float,
     last: dict | None = None,
     dispatched: dict[str, Any] | None = None,
@@ -106,7 +105,8 @@ def end_row(
         bool(d.get("baseline", False)),
     )
     kept = (last or {}).get("checkpoint", "") if cfg.checkpoints == "all" else ""
-    row = rows.row(state, {**(last or {}), "billable_s": billable_s, "checkpoint": kept}, reason)
+    state, cause, reason = ending
+    row = rows.row(state, {**(last or {}), "billable_s": billable_s, "checkpoint": kept}, reason, cause)
     unclaimed = billable_s - (last["billable_s"] if last else 0.0)
     if unclaimed > 0:
         row.phases_s["other"] = row.phases_s.get("other", 0.0) + unclaimed
@@ -130,9 +130,11 @@ def tell_unrun(
 
     for key, value in found.items():
         trial.set_constraint(key, value)
-    trial.set_user_attr("state", "pruned")
+    trial.set_user_attr("state", TrialState.PRUNED.value)
     trial.set_user_attr("reason", reason)
-    write(end_row(cfg, price, trial.number, params, "pruned", reason, 0.0, None, dispatched))
+    write(
+        end_row(cfg, price, trial.number, params, (TrialState.PRUNED, EndCause.NOT_RUN, reason), 0.0, None, dispatched)
+    )
     study.tell(trial, state=optuna.trial.TrialState.PRUNED)
 
 
@@ -143,8 +145,7 @@ def tell_lost(
     price: Price,
     rows: list[dict],
     started: float,
-    state: str,
-    reason: str,
+    ending: Ending,
     dispatched: dict[str, Any],
     write: Callable[[dict], None],
 ) -> None:
@@ -157,9 +158,9 @@ def tell_lost(
     seen = time.time()
     billable = (last["billable_s"] + (seen - last["wall_time"])) if last else (seen - started)
     params = trial.user_attrs["knobs"]
-    write(end_row(cfg, price, trial.number, params, state, reason, billable, last, dispatched))
-    trial.set_user_attr("state", state)
-    trial.set_user_attr("reason", reason)
+    write(end_row(cfg, price, trial.number, params, ending, billable, last, dispatched))
+    trial.set_user_attr("state", ending[0].value)
+    trial.set_user_attr("reason", ending[2])
     study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
 
@@ -186,24 +187,25 @@ def close_orphans(
     for frozen in orphans:
         last = ends.get(frozen.number)
         dispatched = frozen.user_attrs.get("trial_config")
-        if last is not None and last["state"] != "running":
+        if last is not None and last["state"] != TrialState.RUNNING:
             own = [r for r in rows if r["trial"] == frozen.number]
             tell_end(study, optuna.trial.Trial(study, frozen._trial_id), own, last, cfg.target.success)
             continue
         if last is not None:
             # Billed to the run's last sign of life: the trial ran on at least until the driver last beat.
-            reason = f"{DRIVER_STOPPED} while the trial ran; billed to the driver's last sign of life"
+            reason = "driver stopped while the trial ran; billed to the driver's last sign of life"
             billable = last["billable_s"] + max(0.0, alive - last["wall_time"])
             params = last["params"]
         else:
             started = frozen.datetime_start.timestamp() if frozen.datetime_start else alive
             billable = max(0.0, alive - started)
             reason = (
-                f"{DRIVER_STOPPED} before the trial's first checkpoint; billed from its start to the run's last sign "
+                "driver stopped before the trial's first checkpoint; billed from its start to the run's last sign "
                 "of life"
             )
             params = frozen.user_attrs.get("knobs", frozen.params)
-        write(end_row(cfg, price, frozen.number, params, "failed", reason, billable, last, dispatched))
+        ending = (TrialState.FAILED, EndCause.DRIVER_STOPPED, reason)
+        write(end_row(cfg, price, frozen.number, params, ending, billable, last, dispatched))
         study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
 
 

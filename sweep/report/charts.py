@@ -11,6 +11,7 @@ from typing import Any
 
 from sweep.analysis.evidence import ConfigStat
 from sweep.analysis.summary import describe_params
+from sweep.contract import TrialState
 from sweep.ledger import PHASES
 
 #: Marker colour per trial state (the legend names it).
@@ -80,7 +81,7 @@ def wall_figure(ran: Any) -> Any | None:
     """Wall-clock against USD to target of the reached trials; None when one price makes them proportional."""
     import plotly.graph_objects as go
 
-    reached = ran[ran["state"] == "reached"]
+    reached = ran[ran["state"] == TrialState.REACHED.value]  # a pandas column compares by value
     if not len(reached) or _proportional(reached):
         return None
     fig = go.Figure(

@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from sweep import __version__, checkpoints
+from sweep.contract import TrialState
 from sweep.errors import ConfigError, MissingExtraError, require
 from sweep.ledger import last_rows, metrics, read_rows
 
@@ -134,9 +135,9 @@ def seeds_evidence(s: Any) -> dict[str, Any]:
             "trial": t,
             "phase": f.phase,
             "state": f.state,
-            "reached": f.state == "reached",
-            "usd_to_target": f.usd_to_target if f.state == "reached" else None,
-            "usd_to_target_equal_terms": f.race_usd_to_target if f.state == "reached" else None,
+            "reached": f.state == TrialState.REACHED,
+            "usd_to_target": f.usd_to_target if f.state == TrialState.REACHED else None,
+            "usd_to_target_equal_terms": f.race_usd_to_target if f.state == TrialState.REACHED else None,
             "usd_spent": f.usd,
             "usd_spent_equal_terms": f.race_usd,
         }

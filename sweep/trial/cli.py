@@ -10,7 +10,7 @@ from typing import Any
 
 from sweep.analysis.summary import format_summary, pass_text, summarize
 from sweep.backends import get_backend
-from sweep.contract import CONTINUE, TrialConfig
+from sweep.contract import CONTINUE, TrialConfig, TrialState
 from sweep.errors import ConfigError
 from sweep.ledger import Row
 from sweep.trial.learner import resolve_device
@@ -107,7 +107,7 @@ def main(argv: list[str], run: Callable[..., Row]) -> int:
 
     def sink(row: Row) -> str:
         writer.append(row)
-        if row.state == "running":
+        if row.state == TrialState.RUNNING:
             print(
                 f"  it {row.iteration:5d}  {row.env_steps:>11,} steps  {row.billable_s:7.1f} s  "
                 f"held-out success {held_out(row)}  "
@@ -120,4 +120,4 @@ def main(argv: list[str], run: Callable[..., Row]) -> int:
         run(cfg, sink, run_id=run_id, price_usd_per_hour=price.usd_per_hour, price_label=price.label, out_dir=out)
     rows = read_rows(ledger_path)
     print(format_summary(summarize(rows), rows[-1]["trial"], cfg.target, ledger_path))
-    return 0 if rows[-1]["state"] == "reached" else 1
+    return 0 if rows[-1]["state"] == TrialState.REACHED else 1

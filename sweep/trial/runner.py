@@ -25,7 +25,17 @@ import torch
 
 from sweep import checkpoints, perf
 from sweep.backends import get_backend
-from sweep.contract import Sink, TrialConfig, TrialRunner, cap_reached, end_state, panel_seeds
+from sweep.contract import (
+    EndCause,
+    Ending,
+    Sink,
+    TrialConfig,
+    TrialRunner,
+    TrialState,
+    cap_reached,
+    end_state,
+    panel_seeds,
+)
 from sweep.ledger import PhaseClock, Row, TrialRows
 from sweep.params import trial_params
 from sweep.trial.evaluation import EvalResult, evaluate, pass_due, warm_up_panel
@@ -136,17 +146,17 @@ class TrialLog:
         self.built: Built | None = None
         self.scalars = TrialScalars(checkpoints.trial_dir(out_dir, rows.trial)) if out_dir is not None else None
 
-    def row(self, state: str, reason: str = "") -> Row:
+    def row(self, state: TrialState, reason: str = "", cause: EndCause | None = None) -> Row:
         billable, phases = self.clock.snapshot()
         peak: tuple[float | None, float | None] = (None, None)
         if self.built is not None:
             peak = peak_memory_gib(self.built.device, self.built.env)
         figures = {"billable_s": billable, "phases_s": phases, "peak_gpu_gib": peak[0], "gpu_capacity_gib": peak[1]}
-        return self.rows.row(state, {**self.progress, **figures}, reason)
+        return self.rows.row(state, {**self.progress, **figures}, reason, cause)
 
-    def send(self, state: str, reason: str = "") -> tuple[Row, str]:
+    def send(self, state: TrialState, reason: str = "", cause: EndCause | None = None) -> tuple[Row, str]:
         """Send a row and return it with the planner's answer; the wait is billed to 'answer' (in the next row)."""
-        row = self.row(state, reason)
+        row = self.row(state, reason, cause)
         if self.scalars is not None:
             with self.clock.phase("log"):
                 self.scalars.write(row)
@@ -155,12 +165,13 @@ class TrialLog:
         self.clock.add("answer", time.perf_counter() - t0)
         return row, answer
 
-    def end(self, state: str, reason: str) -> Row:
+    def end(self, ending: Ending) -> Row:
         """The end row, sent; a trial that did not reach the target drops its checkpoint if asked to."""
-        if state != "reached" and self.cfg.checkpoints == "reached" and self.progress.get("checkpoint"):
+        state, cause, reason = ending
+        if state != TrialState.REACHED and self.cfg.checkpoints == "reached" and self.progress.get("checkpoint"):
             checkpoints.prune(self.out_dir, self.rows.trial)
             self.progress["checkpoint"] = ""
-        return self.send(state, reason)[0]
+        return self.send(state, reason, cause)[0]
 
     def close(self) -> None:
         if self.scalars is not None:
@@ -194,7 +205,7 @@ def run_trial(
                 compile_training(built)
             return train(cfg, built, clock, log)
         except (Exception, SystemExit) as exc:  # any failure ends the trial, billed, with its reason (never the worker)
-            return log.end("failed", failure_reason(exc))
+            return log.end((TrialState.FAILED, EndCause.FAILED, failure_reason(exc)))
 
 
 def compile_training(built: Built) -> None:
@@ -223,17 +234,17 @@ def train(cfg: TrialConfig, built: Built, clock: PhaseClock, log: TrialLog) -> R
             result = evaluate_once(cfg, built, clock)
             progress.update(record(result, cfg.target), eval_episodes=cfg.eval_episodes)
             if capped and not result.reached(cfg.target):
-                return log.end("capped", capped)
+                return log.end(capped)
         else:
             progress.update(NO_PASS)
         with clock.phase("checkpoint"):
             if cfg.save_checkpoints and log.out_dir is not None:
                 meta = checkpoint_meta(cfg, log.rows, progress, built.alg, built.env)
                 progress["checkpoint"] = checkpoints.save(built.alg.save(), meta, log.out_dir, log.rows.trial)
-        _, answer = log.send("running")
+        _, answer = log.send(TrialState.RUNNING)
         ending = end_state(progress["success"], cfg.target, answer)
         if ending is not None:
-            return log.end(*ending)
+            return log.end(ending)
 
 
 def evaluate_once(cfg: TrialConfig, built: Built, clock: PhaseClock) -> EvalResult:

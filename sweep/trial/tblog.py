@@ -13,6 +13,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from sweep.contract import TrialState
 from sweep.ledger import PHASES, Row, metrics
 
 #: Ledger columns written as they are (when recorded), by tag.
@@ -46,7 +47,7 @@ class TrialScalars:
             step, when = int(row.env_steps), float(row.wall_time)
             for tag, value in scalars(row).items():
                 writer.add_scalar(tag, value, step, walltime=when)
-            if row.state != "running":
+            if row.state != TrialState.RUNNING:
                 writer.add_text("trial/end", f"{row.state}: {row.reason}", step, walltime=when)
             writer.flush()
         except Exception as exc:  # a full disk or a broken writer must not fail the trial
