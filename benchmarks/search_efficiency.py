@@ -49,7 +49,7 @@ from sweep.config import validation
 from sweep.contract import one_time_s
 from sweep.execution.inline import InlinePool
 from sweep.ledger import end_label, metrics, read_rows
-from sweep.params import FLAG_PREFIX, TrialParams, config_key
+from sweep.params import TrialParams, flag_name, named_flags
 from sweep.planner.loop import Planner
 from sweep.prices import resolve
 
@@ -75,7 +75,7 @@ def table_space(table: dict[str, Any]) -> dict[str, list]:
     knobs: dict[str, set] = {}
     for t in trials:
         for k, v in TrialParams.of(t["params"]).as_dict().items():
-            if k in ("num_envs", "num_steps_per_env", "num_mini_batches") or k.startswith(FLAG_PREFIX):
+            if k in ("num_envs", "num_steps_per_env", "num_mini_batches") or flag_name(k) is not None:
                 knobs.setdefault(k, set()).add(v)
     return {k: sorted(v) for k, v in knobs.items()}
 
@@ -100,7 +100,7 @@ def config_means(table: dict[str, Any], target: float) -> dict[tuple, float]:
     spent: dict[tuple, float] = {}
     reached: dict[tuple, int] = {}
     for t in table["trials"]:
-        key = config_key(t["params"])
+        key = TrialParams.identity(t["params"])
         seconds, ok = record_cost(t, target)
         spent[key] = spent.get(key, 0.0) + seconds
         reached[key] = reached.get(key, 0) + ok
@@ -113,7 +113,7 @@ def initial_design(space_file: str, space: dict[str, list]) -> list[dict[str, An
     varies (a knob recorded at one value takes that value)."""
     import yaml
 
-    entries = yaml.safe_load(Path(space_file).read_text()).get("initial", [])
+    entries = (yaml.safe_load(Path(space_file).read_text()).get("search") or {}).get("initial", [])
     knobs = {k for k, choices in space.items() if len(choices) > 1}
     reduced = [{k: v for k, v in entry.items() if k in knobs} for entry in entries]
     return [dict(t) for t in dict.fromkeys(tuple(sorted(e.items())) for e in reduced)]
@@ -128,7 +128,7 @@ def run_planner(
     initial: list[dict[str, Any]] | None = None,
 ) -> list[dict]:
     """One study with the real planner (``initial``: the design it starts on); returns its ledger rows."""
-    flags = {k[len(FLAG_PREFIX) :]: v for k, v in space.items() if k.startswith(FLAG_PREFIX)}
+    flags = named_flags(space)
     ours = strategy.startswith("planner")  # random and grid search: each config once, no pruning
     data = {
         "backend": "replay",
@@ -145,11 +145,13 @@ def run_planner(
         "budget": {"usd": args.budget, "trial_usd": args.trial_cap, "max_trials": args.max_trials},
         "constraints": {"max_update_period_s": 10.0},
         "seeds": {"sampler": seed, "training": seed},
-        "sampler": ("cost" if "cost" in strategy else "tpe") if ours else strategy,
-        "prune": ours,
-        "race_slack": getattr(args, "race_slack", None) or config_mod.RunConfig.race_slack,
-        "intensify": (getattr(args, "intensify", None) or config_mod.RunConfig.intensify) if ours else 1,
-        "initial": initial or [],
+        "search": {
+            "sampler": ("cost" if "cost" in strategy else "tpe") if ours else strategy,
+            "prune": ours,
+            "race_slack": getattr(args, "race_slack", None) or config_mod.Search.race_slack,
+            "intensify": (getattr(args, "intensify", None) or config_mod.Search.intensify) if ours else 1,
+            "initial": initial or [],
+        },
         "run_id": f"{strategy}-{seed}",
     }
     if getattr(args, "confirm", 1) > 1 and ours:  # callers without the option: none
@@ -178,7 +180,7 @@ def run_asha(table: dict[str, Any], seed: int, args: Any, eta: int = 3, rungs: i
     rng = random.Random(seed)
     configs = {}
     for t in table["trials"]:
-        configs.setdefault(config_key(t["params"]), []).append(t)
+        configs.setdefault(TrialParams.identity(t["params"]), []).append(t)
     keys = list(configs)
     rng.shuffle(keys)
     alive = keys[: args.max_trials]
@@ -217,7 +219,7 @@ def planner_trace(rows: list[dict]) -> list[tuple[float, tuple | None]]:
             continue
         spent += metrics(r)["usd"]
         rec = summarize(rows[: i + 1]).recommendation
-        trace.append((spent, config_key(rec.config.params) if rec is not None else None))
+        trace.append((spent, TrialParams.identity(rec.config.params) if rec is not None else None))
     return trace
 
 
@@ -311,7 +313,7 @@ def main() -> None:
     means = config_means(table, args.target)
     best = min(means.values())
     correct = {k for k, v in means.items() if v <= (1.0 + args.within) * best}
-    counts = {len([t for t in table["trials"] if config_key(t["params"]) == k]) for k in means}
+    counts = {len([t for t in table["trials"] if TrialParams.identity(t["params"]) == k]) for k in means}
     seeds = "-".join(str(n) for n in sorted(counts))
     within = f"within {args.within:.0%}"
     print(

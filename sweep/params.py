@@ -10,6 +10,7 @@ from typing import Any
 
 from sweep import perf
 from sweep.contract import TrialConfig
+from sweep.errors import ConfigError
 
 #: How a flag is named in a config's params: ``flags.<name>`` (as under ``knobs.flags`` of a space).
 FLAG_PREFIX = "flags."
@@ -17,14 +18,22 @@ FLAG_PREFIX = "flags."
 OLD_FLAG_PREFIX = "flag."
 
 
+def flag_key(name: str) -> str:
+    """How flag ``name`` is spelled among a config's params: ``flags.<name>``."""
+    return FLAG_PREFIX + name
+
+
+def flag_name(key: str) -> str | None:
+    """The flag a param key names (``flags.<name>``, or the old ``flag.<name>``), None for a knob."""
+    for prefix in (FLAG_PREFIX, OLD_FLAG_PREFIX):
+        if key.startswith(prefix):
+            return key[len(prefix) :]
+    return None
+
+
 def named_flags(params: Mapping[str, Any]) -> dict[str, Any]:
     """The flags named in ``params`` (either spelling), unresolved: name -> value."""
-    out = {}
-    for key, value in params.items():
-        for prefix in (FLAG_PREFIX, OLD_FLAG_PREFIX):
-            if key.startswith(prefix):
-                out[key[len(prefix) :]] = value
-    return out
+    return {name: value for key, value in params.items() if (name := flag_name(key)) is not None}
 
 
 @dataclass(frozen=True)
@@ -67,6 +76,16 @@ class TrialParams:
             tuple(sorted(perf.resolve(cfg.flags).items())),
         )
 
+    @classmethod
+    def identity(cls, params: Mapping[str, Any]) -> tuple:
+        """The one identity of the config ``params`` names (any spelling; equal for equal configs however they were
+        spelled): :meth:`key`. A ledger that names a flag this catalog no longer has (or lacks a knob) keeps its
+        params as recorded for an identity, so an older ledger is still read."""
+        try:
+            return cls.of(params).key()
+        except (ConfigError, KeyError, TypeError, ValueError):
+            return ("as recorded", *sorted((k, repr(v)) for k, v in params.items() if k not in ("backend", "profile")))
+
     def key(self) -> tuple:
         """The one identity of a config (hashable; equal for equal configs however they were spelled)."""
         return (
@@ -86,15 +105,10 @@ class TrialParams:
             "num_mini_batches": self.num_mini_batches,
             "num_learning_epochs": self.num_learning_epochs,
             "mode": self.mode,
-            **{FLAG_PREFIX + k: v for k, v in self.flags},
+            **{flag_key(k): v for k, v in self.flags},
         }
 
 
 def trial_params(cfg: TrialConfig) -> dict[str, Any]:
     """A trial's config as the ledger records it: backend, profile and its :class:`TrialParams`."""
     return {"backend": cfg.backend, "profile": cfg.profile, **TrialParams.from_config(cfg).as_dict()}
-
-
-def config_key(params: Mapping[str, Any]) -> tuple:
-    """The identity of the config named by ``params`` (any spelling): ``TrialParams.of(params).key()``."""
-    return TrialParams.of(params).key()

@@ -35,7 +35,7 @@ DRIVER_MODULES = ("ray", "optuna", "sweep.planner", "sweep.execution", "sweep.re
 EXIT_ALL_FAILED = 1
 
 #: Top-level keys a resumed run may change (the study's space, target and seeds stay as they were).
-RESUME_OVERRIDABLE = ("budget", "price", "workers", "prune", "checkpoints")
+RESUME_OVERRIDABLE = ("budget", "price", "workers", "search.prune", "checkpoints")
 
 
 def prepare(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool]:
@@ -57,7 +57,7 @@ def prepare(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool]:
                 "give a folder under reports/ written by sweep.run"
             )
         saved = config_mod.read_yaml(run_dir / "config.yaml")
-        fixed = sorted(k for k in overrides if k.split(".")[0] not in RESUME_OVERRIDABLE)
+        fixed = sorted(k for k in overrides if not any(k == ok or k.startswith(ok + ".") for ok in RESUME_OVERRIDABLE))
         if fixed:
             raise ConfigError(
                 f"{fixed[0]}: a resumed run keeps its search space, target and seeds (its study was made with them); "
@@ -70,7 +70,8 @@ def prepare(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool]:
     cfg = config_mod.load(space, overrides, has_gpu)
     narrowed = any(key == "knobs" or key.startswith("knobs.") for key in overrides)
     notes: list[str] = []
-    if narrowed and "initial" not in overrides:  # knobs narrowed on the command line: the space's design follows
+    design = any(k == "search" or k.startswith("search.initial") for k in overrides)
+    if narrowed and not design:  # knobs narrowed on the command line: the space's design follows
         cfg, notes = validation.drop_unfit_initial(cfg)
     cfg = replace(cfg, run_id=cfg.run_id or time.strftime("%Y%m%d-%H%M%S"))
     cfg = validation.validate(cfg, cli_keys=overrides)

@@ -31,7 +31,7 @@ def test_the_figures_follow_the_rows_and_the_running_trials_as_they_change(tmp_p
     rows.append(end(1, 128, 30.0, state="capped"))
     assert money.best_usd() == pytest.approx(10.0)  # equal terms: one-time seconds left out
     assert money.one_time_usd() == pytest.approx(4.0)
-    assert money.allowance() == pytest.approx(10.0 * cfg.race_slack + 4.0)
+    assert money.allowance() == pytest.approx(10.0 * cfg.search.race_slack + 4.0)
     assert money.spent_usd() == money.finished_usd() == pytest.approx(44.0)
 
     running[2] = Run(allowance=20.0)  # dispatched, no row yet: it holds its allowance with margin

@@ -8,7 +8,7 @@ import pytest
 
 from sweep.backends.replay import load_table
 from sweep.ledger import end_label, last_rows
-from sweep.params import config_key
+from sweep.params import TrialParams
 from sweep.planner import acquisition
 from tests.helpers import search_efficiency
 from tests.replay_table import write_table
@@ -67,5 +67,5 @@ def test_the_cost_sampler_runs_through_the_planner_and_bets_on_untried_configs_o
     for seed in range(3):
         rows = bench.run_planner(str(table), space, "planner-cost", seed, Args())
         ends = last_rows(rows)
-        paid = [config_key(r["params"]) for r in ends.values() if end_label(r) != "not run"]
+        paid = [TrialParams.identity(r["params"]) for r in ends.values() if end_label(r) != "not run"]
         assert len(paid) == len(set(paid)) == 4  # every config once: the bets are untried configs

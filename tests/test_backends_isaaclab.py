@@ -483,7 +483,7 @@ def test_the_anymal_space_validates_without_isaac_lab() -> None:
     assert options["physics_preset"] == "newton_mjwarp" and options["asset_root"] is None
     assert min(cfg.knobs.num_envs) >= cfg.target.eval_episodes  # evaluation runs on the training scene
     assert max(cfg.knobs.num_steps_per_env) * il.CONTROL_DT_S <= cfg.constraints.max_update_period_s
-    params = {**{name: values[0] for name, values in space.choices(cfg).items()}, **cfg.initial[0]}
+    params = {**{name: values[0] for name, values in space.choices(cfg).items()}, **cfg.search.initial[0]}
     first = space.trial_config(params, cfg, cfg.profile, seed=1, cap_s=60.0)
     assert first.validate().backend_options == options
     assert not isaac_modules_loaded()

@@ -61,12 +61,13 @@ FILE_CASES = [
     (with_("knobs", "flags", {"warp_drive": [True]}), "warp_drive"),
     (with_("checkpoints", None, "best"), "checkpoints"),
     (with_("knobs", "flags", {"fused_optimizer": ["yes"]}), "fused_optimizer"),
-    ({**GOOD, "initial": [{"num_envs": 4096}]}, "initial[0].num_envs"),
-    (with_("sampler", None, "cmaes"), "sampler"),
-    (with_("race_slack", None, 0.8), "race_slack"),
-    (with_("intensify", None, 0), "intensify"),
-    (with_("intensify", None, "two"), "intensify"),
-    ({**GOOD, "intensify": 3, "confirm": {"seeds": 3}}, "intensify"),
+    ({**GOOD, "search": {"initial": [{"num_envs": 4096}]}}, "search.initial[0].num_envs"),
+    (with_("search", "sampler", "cmaes"), "search.sampler"),
+    (with_("search", "race_slack", 0.8), "search.race_slack"),
+    (with_("search", "intensify", 0), "search.intensify"),
+    (with_("search", "intensify", "two"), "search.intensify"),
+    ({**GOOD, "search": {"intensify": 3}, "confirm": {"seeds": 3}}, "search.intensify"),
+    ({**GOOD, "intensify": 2}, "intensify: now search.intensify"),
     (with_("workers", "num", -1), "workers.num"),
     (with_("budget", None, 5), "budget"),
     (with_("seeds", "training", "one"), "seeds.training"),
@@ -171,7 +172,7 @@ def test_values_given_on_the_command_line_are_named_as_such_and_a_key_twice_is_r
 def test_a_limit_two_keys_set_together_names_the_command_line_when_either_came_from_it(tmp_path: Path, capsys) -> None:
     path = tmp_path / "space.yaml"
     data = dict(GOOD, budget={"usd": 1.0, "trial_usd": 0.4}, confirm={"seeds": 2, "budget_share": 0.5})
-    data["initial"] = [{"num_envs": 64, "num_steps_per_env": 8}]
+    data["search"] = {"initial": [{"num_envs": 64, "num_steps_per_env": 8}]}
     path.write_text(yaml.safe_dump(data))
     out = f"out={tmp_path / 'reports'}"
     line = reject([f"space={path}", "budget.usd=0.8", out], capsys)  # the confirmation's share no longer fits a trial

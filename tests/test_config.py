@@ -11,6 +11,7 @@ import pytest
 from sweep import config
 from sweep.config import validation
 from sweep.errors import ConfigError
+from sweep.params import TrialParams
 
 
 def test_the_search_spaces_ship_inside_the_wheel_and_are_found_from_any_folder(tmp_path: Path) -> None:
@@ -76,7 +77,7 @@ def test_the_file_its_machine_block_and_the_command_line_merge_in_that_order_int
     [
         ({"knobs": {"num_envs": "many"}}, {}, r"^f\.yaml: knobs\.num_envs\[0\]: .*'many'"),
         ({"budget": {"usd": 1.0}}, {"budget.usd": "abc"}, r"^command line: budget\.usd: .*'abc'"),
-        ({}, {"prune": "maybe"}, r"^command line: prune: .*'maybe'"),
+        ({}, {"search.prune": "maybe"}, r"^command line: search.prune: .*'maybe'"),
         ({"knobs": {"num_envz": [1]}}, {}, r"^f\.yaml: unknown key 'knobs\.num_envz'; valid keys: num_envs, "),
         ({"when_cpu": [1]}, {}, r"^f\.yaml: when_cpu: expected a mapping of keys"),
         ({}, {"when_cpu.budget.usd": 1}, r"^when_gpu/when_cpu: set those in the space file"),
@@ -89,7 +90,6 @@ def test_a_bad_key_or_type_names_where_it_came_from_and_the_key(data: dict, over
 
 def test_the_shipped_gpu_spaces_confirm_against_their_first_initial_entry_stock_rsl_rl() -> None:
     from sweep import perf
-    from sweep.params import config_key
     from sweep.planner import space
 
     for name in ("locomotion", "anymal_d_flat"):
@@ -98,6 +98,7 @@ def test_the_shipped_gpu_spaces_confirm_against_their_first_initial_entry_stock_
         base = space.baseline_params(cfg)
         assert (base["num_envs"], base["num_steps_per_env"]) == (4096, 24)
         fixed = {k: v[0] for k, v in space.choices(cfg).items() if len(v) == 1}
-        assert config_key(base) == config_key({**base, **fixed, **cfg.initial[0]})  # its search trial is a seed
+        same = TrialParams.identity(base) == TrialParams.identity({**base, **fixed, **cfg.search.initial[0]})
+        assert same  # its search trial is a seed
         changed = {k for k, v in base.items() if k.startswith("flags.") and v != perf.CATALOG[k[6:]].default}
         assert changed <= {"flags.compile_cache"}  # stock rsl-rl; the simulator's compile cache as the space fixes it

@@ -35,10 +35,12 @@ def make_cfg(tmp_path: Path, costs: dict, compile_s: float = 0.0, **over) -> con
         "target": {"success": 0.9, "eval_episodes": 16, "eval_every_steps": 80},
         "budget": {"usd": 1000.0, "trial_usd": 100.0, "max_trials": 4},
         "price": {"gpu": "custom", "usd_per_hour": 3600.0},  # $1 per billable second
-        "sampler": "random",
-        "prune": False,
+        "search": {
+            "sampler": "random",
+            "prune": False,
+            "initial": [{"num_envs": e, "num_steps_per_env": h} for e, h in (A, B, C, D)],
+        },
         "run_id": "t",
-        "initial": [{"num_envs": e, "num_steps_per_env": h} for e, h in (A, B, C, D)],
         "confirm": {"seeds": 3, "top": 2, "baseline": {"num_envs": D[0], "num_steps_per_env": D[1]}},
     }
     return validation.validate(config.compose(data, over, "test", has_gpu=False))

@@ -124,7 +124,7 @@ def test_a_missing_package_every_trial_needs_is_named_before_ray_starts(tmp_path
 def test_the_same_failure_in_a_row_stops_the_study_says_why_and_exits_non_zero(tmp_path: Path) -> None:
     # A flatbuffers that imports but lacks what jax.export needs: the driver's check passes, every trial fails alike.
     env = planted(tmp_path, "")
-    proc = main_command(tmp_path, env, "knobs.num_envs=[32,64]", "knobs.num_steps_per_env=[8,16]", "initial=[]")
+    proc = main_command(tmp_path, env, "knobs.num_envs=[32,64]", "knobs.num_steps_per_env=[8,16]", "search.initial=[]")
     assert proc.returncode == run_mod.EXIT_ALL_FAILED, proc.stderr[-2000:]
     run_dir = tmp_path / "reports" / "r"
     from sweep.ledger import last_rows, read_rows

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sweep.analysis.evidence import config_identity
+from sweep.params import TrialParams
 from sweep.planner import leader
 
 PRICE = 3600.0  # $1 per billable second
@@ -28,7 +28,7 @@ def test_the_leader_is_the_lowest_mean_over_seeds_not_the_luckiest_seed() -> Non
 
 def test_the_leader_runs_again_until_it_has_intensify_trials() -> None:
     rows = [end(0, 64, 10.0), end(1, 128, 13.0)]
-    key = config_identity(rows[0]["params"])
+    key = TrialParams.identity(rows[0]["params"])
     assert leader.due(rows, 1, [], True) is None
     assert leader.due(rows, 2, [], True).key == key
     assert leader.due(rows, 2, [key], True) is None  # it runs already

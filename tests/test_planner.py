@@ -38,7 +38,7 @@ def make_cfg(tmp_path: Path, **over) -> config.RunConfig:
         "target": {"success": 0.9, "eval_episodes": 16, "eval_every_steps": 80},
         "budget": {"usd": 1000.0, "trial_usd": 100.0, "max_trials": 10},
         "price": {"gpu": "custom", "usd_per_hour": PRICE.usd_per_hour},
-        "sampler": "random",
+        "search": {"sampler": "random"},
         "run_id": "t",
     }
     return validation.validate(config.compose(data, over, "test", has_gpu=False))
@@ -48,7 +48,7 @@ def seeded_cfg(tmp_path: Path, costs: dict[tuple[int, int], dict[int, float]], *
     """make_cfg over a table of known per-seed costs (``costs[(envs, steps)][seed]``, seconds to the target),
     8-step configs, the initial design 64 then 128 envs."""
     table = write_seeded_table(tmp_path / "seeded.json", costs)
-    design = {"knobs.num_steps_per_env": [8], "initial": [{"num_envs": 64}, {"num_envs": 128}]}
+    design = {"knobs.num_steps_per_env": [8], "search.initial": [{"num_envs": 64}, {"num_envs": 128}]}
     return make_cfg(tmp_path, **{"backend_options.table": str(table), **design, **over})
 
 
@@ -62,7 +62,7 @@ def planner(cfg: config.RunConfig, run_dir: Path, pool=None) -> Planner:
 
 
 def test_the_trial_limit_lets_running_trials_finish(tmp_path: Path) -> None:
-    p = planner(make_cfg(tmp_path, **{"budget.max_trials": 3, "prune": False}), tmp_path / "run", inline_pool(2))
+    p = planner(make_cfg(tmp_path, **{"budget.max_trials": 3, "search.prune": False}), tmp_path / "run", inline_pool(2))
     p.run()
     ends = last_rows(p.rows)
     assert len(ends) == 3 and p.closed == "trial limit (3) reached" and not p.stopping
@@ -71,7 +71,7 @@ def test_the_trial_limit_lets_running_trials_finish(tmp_path: Path) -> None:
 
 def test_every_feasible_config_runs_once_then_the_study_ends(tmp_path: Path) -> None:
     # 4 configs, of which the 128-env ones break the update-period bound at 0.25 s per step
-    cfg = make_cfg(tmp_path, **{"constraints.max_update_period_s": 2.0, "prune": False})
+    cfg = make_cfg(tmp_path, **{"constraints.max_update_period_s": 2.0, "search.prune": False})
     p = Planner(cfg, tmp_path / "run", inline_pool(), PRICE, "recorded", 0.25, poll_s=0.001)
     (tmp_path / "run").mkdir(exist_ok=True)
     p.run()
@@ -82,7 +82,7 @@ def test_every_feasible_config_runs_once_then_the_study_ends(tmp_path: Path) -> 
 
 def test_a_config_whose_trial_died_with_the_driver_runs_again_on_resume(tmp_path: Path) -> None:
     # 2 feasible configs (as above); the driver died while trial 0 (64 x 8) ran: it measured nothing of its config
-    cfg = make_cfg(tmp_path, **{"constraints.max_update_period_s": 2.0, "prune": False})
+    cfg = make_cfg(tmp_path, **{"constraints.max_update_period_s": 2.0, "search.prune": False})
     run_dir = tmp_path / "run"
     run_dir.mkdir(parents=True)
     study_store.open_study(cfg, run_dir).ask()
@@ -166,7 +166,9 @@ def test_a_trial_that_died_before_its_first_row_is_billed_to_the_drivers_last_he
 
 def test_a_ctrl_c_that_never_reached_the_loop_still_stops_and_bills(tmp_path: Path) -> None:
     # Ray's client code can defer or swallow a KeyboardInterrupt; sweep.run's handler also sets a flag
-    cfg = make_cfg(tmp_path, **{"backend_options.time_scale": 0.01, "prune": False, "initial": [{"num_envs": 128}]})
+    cfg = make_cfg(
+        tmp_path, **{"backend_options.time_scale": 0.01, "search.prune": False, "search.initial": [{"num_envs": 128}]}
+    )
     run_dir = tmp_path / "run"
     p = planner(cfg, run_dir)
     p.interrupted = lambda: p.accounts.spent_usd() > 0  # set once the first row is in: the trial is mid-run
@@ -181,7 +183,7 @@ def test_a_ctrl_c_that_never_reached_the_loop_still_stops_and_bills(tmp_path: Pa
 @pytest.mark.parametrize("slack", [1.0, 1.5])
 def test_race_slack_lets_a_trial_run_past_a_lucky_best_seed(tmp_path: Path, slack: float) -> None:
     cfg = seeded_cfg(
-        tmp_path, {(64, 8): {1: 10.0}, (128, 8): {2: 13.0}}, **{"budget.max_trials": 2, "race_slack": slack}
+        tmp_path, {(64, 8): {1: 10.0}, (128, 8): {2: 13.0}}, **{"budget.max_trials": 2, "search.race_slack": slack}
     )
     p = planner(cfg, tmp_path / "run")
     p.run()
@@ -198,7 +200,7 @@ def test_race_slack_lets_a_trial_run_past_a_lucky_best_seed(tmp_path: Path, slac
 def test_a_finalists_confirmation_seeds_replay_recordings_its_search_seed_did_not(tmp_path: Path) -> None:
     costs = {(64, 8): {1: 20.0, 7: 10.0, 8: 10.0}, (128, 8): {2: 30.0, 4: 30.0}}
     confirm = {"seeds": 2, "top": 1, "baseline": {"num_envs": 128, "num_steps_per_env": 8}}
-    cfg = seeded_cfg(tmp_path, costs, **{"budget.max_trials": 2, "prune": False, "confirm": confirm})
+    cfg = seeded_cfg(tmp_path, costs, **{"budget.max_trials": 2, "search.prune": False, "confirm": confirm})
     p = planner(cfg, tmp_path / "run")
     p.run()
     ends = last_rows(p.rows).values()
@@ -212,7 +214,7 @@ def test_a_finalists_confirmation_seeds_replay_recordings_its_search_seed_did_no
 def test_intensify_runs_a_new_leader_again_before_the_search_goes_on(
     tmp_path: Path, intensify: int, sampler: str
 ) -> None:
-    over = {"budget.max_trials": 4, "prune": False, "intensify": intensify, "sampler": sampler}
+    over = {"budget.max_trials": 4, "search.prune": False, "search.intensify": intensify, "search.sampler": sampler}
     cfg = seeded_cfg(tmp_path, LUCKY_FIRST, **over)
     p = planner(cfg, tmp_path / "run")
     p.run()
@@ -224,7 +226,7 @@ def test_intensify_runs_a_new_leader_again_before_the_search_goes_on(
     # again before the search ends (the design's trials were numbered when queued)
     assert runs == [(64, 1, 10.0), (128, 2, 13.0), (64, 3, 30.0), (128, 4, 14.0)], runs
     assert leader.leader(p.rows).params["num_envs"] == 128
-    assert p.accounts.race_bar_usd() == pytest.approx(13.5 * cfg.race_slack)
+    assert p.accounts.race_bar_usd() == pytest.approx(13.5 * cfg.search.race_slack)
     study = study_store.open_study(cfg, tmp_path / "run")
     assert [t.user_attrs.get("intensify_of") for t in study.trials] == [None, None, 0, 1]
 
@@ -232,7 +234,9 @@ def test_intensify_runs_a_new_leader_again_before_the_search_goes_on(
 def test_intensify_leaves_the_baseline_to_the_confirmation(tmp_path: Path) -> None:
     confirm = {"seeds": 3, "top": 1, "baseline": {"num_envs": 64, "num_steps_per_env": 8}}
     cfg = seeded_cfg(
-        tmp_path, LUCKY_FIRST, **{"budget.max_trials": 4, "prune": False, "intensify": 2, "confirm": confirm}
+        tmp_path,
+        LUCKY_FIRST,
+        **{"budget.max_trials": 4, "search.prune": False, "search.intensify": 2, "confirm": confirm},
     )
     p = planner(cfg, tmp_path / "run")
     p.run()

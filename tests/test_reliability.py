@@ -240,9 +240,7 @@ def test_soak_thirty_trials_rows_and_study_agree(tmp_path: Path) -> None:
     ]
     table_path.write_text(json.dumps(table))
     data["budget"] = {"usd": 1e6, "trial_usd": 60.0, "max_trials": 32}
-    data["prune"] = False
-    data["sampler"] = "random"
-    data["initial"] = [{"num_envs": 256, "num_steps_per_env": 8}]
+    data["search"] = {"prune": False, "sampler": "random", "initial": [{"num_envs": 256, "num_steps_per_env": 8}]}
     path.write_text(yaml.safe_dump(data))
     proc = run(f"space={path}", "run_id=soak", f"out={tmp_path / 'reports'}", cwd=tmp_path, timeout=400)
     assert proc.returncode == 0, proc.stdout + proc.stderr

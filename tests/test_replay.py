@@ -11,7 +11,7 @@ from sweep.analysis.summary import summarize
 from sweep.backends.replay import load_table, replay_trial
 from sweep.contract import CONTINUE, PRUNE, TrialConfig
 from sweep.ledger import end_label, last_rows
-from sweep.params import config_key
+from sweep.params import TrialParams
 from tests.helpers import ROOT, search_efficiency
 from tests.replay_table import write_seeded_table, write_table
 
@@ -60,7 +60,7 @@ def test_recorded_grid_is_complete_and_replays(path: Path) -> None:
     combos = 1
     for values in space.values():
         combos *= len(values)
-    assert len({config_key(t["params"]) for t in table["trials"]}) == combos, "the grid has holes"
+    assert len({TrialParams.identity(t["params"]) for t in table["trials"]}) == combos, "the grid has holes"
 
     class Args:
         target, budget, trial_cap, max_trials = 0.9, 1e9, 300.0, 6
@@ -75,10 +75,11 @@ def test_planner_starts_on_the_reduced_initial_design(tmp_path: Path) -> None:
     space = bench.table_space(load_table(str(table)))
     design_file = tmp_path / "space.yaml"
     design_file.write_text(
-        "initial:\n"
-        "  - {num_envs: 128, num_steps_per_env: 16, flags.fused_optimizer: true}\n"  # flag the table does not vary
-        "  - {num_envs: 128, num_steps_per_env: 16}\n"  # the same config once reduced: kept once
-        "  - {num_envs: 64, num_steps_per_env: 16}\n"
+        "search:\n"
+        "  initial:\n"
+        "    - {num_envs: 128, num_steps_per_env: 16, flags.fused_optimizer: true}\n"  # flag the table does not vary
+        "    - {num_envs: 128, num_steps_per_env: 16}\n"  # the same config once reduced: kept once
+        "    - {num_envs: 64, num_steps_per_env: 16}\n"
     )
     design = bench.initial_design(str(design_file), space)
     assert design == [{"num_envs": 128, "num_steps_per_env": 16}, {"num_envs": 64, "num_steps_per_env": 16}]
@@ -139,7 +140,7 @@ def test_the_planners_trace_follows_its_ledger(tmp_path: Path) -> None:
     assert [spent for spent, _ in trace] == sorted(spent for spent, _ in trace)
     assert trace[-1][0] == pytest.approx(sum(r["billable_s"] for r in ends.values()))  # $1 per recorded second
     final = summarize(rows).recommendation
-    assert final is not None and trace[-1][1] == config_key(final.config.params)  # what sweep.run would print
+    assert final is not None and trace[-1][1] == TrialParams.identity(final.config.params)  # what sweep.run would print
 
 
 def test_a_sampler_stuck_on_seen_configs_never_makes_the_search_pay_for_a_repeat(tmp_path: Path, monkeypatch) -> None:
@@ -155,7 +156,7 @@ def test_a_sampler_stuck_on_seen_configs_never_makes_the_search_pay_for_a_repeat
 
     for seed in range(3):  # a random sampler on 4 configs proposes seen ones again and again
         ends = last_rows(bench.run_planner(str(table), space, "random", seed, Args()))
-        paid = [config_key(r["params"]) for r in ends.values() if end_label(r) != "not run"]
+        paid = [TrialParams.identity(r["params"]) for r in ends.values() if end_label(r) != "not run"]
         assert len(paid) == 4 and len(set(paid)) == 4, paid  # each config once, none paid for twice
 
 
@@ -272,7 +273,7 @@ def test_the_gpu_defaults_end_on_a_correct_config_of_the_whole_3_seed_table() ->
         target, budget, trial_cap, max_trials = 0.9, 1e9, 300.0, len(means)
         confirm, confirm_top = gpu.confirm.seeds, gpu.confirm.top
         baseline_params = bench.baseline_params(table, "4096x24")
-        race_slack, intensify = gpu.race_slack, gpu.intensify
+        race_slack, intensify = gpu.search.race_slack, gpu.search.intensify
 
     def usd_to_correct(seed: int) -> float:
         rows = bench.run_planner(str(GRID3), bench.table_space(table), "planner-cost", seed, Args())
@@ -280,7 +281,7 @@ def test_the_gpu_defaults_end_on_a_correct_config_of_the_whole_3_seed_table() ->
 
     # sampler seeds 6 and 8 end on a wrong config with each config's first seed alone (RESULTS 5f): a lucky seed of a
     # worse config became a finalist while the correct configs' single seeds ranked below it
-    assert gpu.intensify == 2
+    assert gpu.search.intensify == 2
     assert usd_to_correct(6) < float("inf") and usd_to_correct(8) < float("inf")
     Args.intensify = 1
     assert usd_to_correct(6) == float("inf")

@@ -29,7 +29,7 @@ def space_file(tmp_path: Path, **over) -> Path:
         "price": {"gpu": "custom", "usd_per_hour": 3600.0},
         "workers": {"num": 2, "cpus_per_trial": 1},
         "constraints": {"max_update_period_s": 1.0},
-        "initial": [{"num_envs": 128, "num_steps_per_env": 16}, {"num_envs": 64, "num_steps_per_env": 8}],
+        "search": {"initial": [{"num_envs": 128, "num_steps_per_env": 16}, {"num_envs": 64, "num_steps_per_env": 8}]},
         "device": "cpu",
     }
     for key, value in over.items():

@@ -103,7 +103,9 @@ def test_trials_side_by_side_never_spend_past_the_budget(tmp_path: Path) -> None
     data["backend_options"]["time_scale"] = 0.05  # 1 recorded s = 50 ms: trials last long enough to overlap
     data["budget"] = {"usd": 70.0, "trial_usd": 30.0, "max_trials": 8}
     data["workers"] = {"num": 3, "cpus_per_trial": 1}
-    data["initial"] = [{"num_envs": 128, "num_steps_per_env": 8}, {"num_envs": 128, "num_steps_per_env": 16}]
+    data["search"] = {
+        "initial": [{"num_envs": 128, "num_steps_per_env": 8}, {"num_envs": 128, "num_steps_per_env": 16}]
+    }
     cfg = validation.validate(config_mod.compose({**data, "run_id": "side-by-side"}, {}, "test", has_gpu=False))
     ray.init(num_cpus=3, _node_ip_address="127.0.0.1", include_dashboard=False, namespace="sweep")
     try:

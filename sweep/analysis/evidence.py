@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from sweep.contract import END_STATES, TrialState, stopped_by_cap
 from sweep.ledger import end_label, last_rows, metrics
+from sweep.params import TrialParams
 
 if TYPE_CHECKING:
     from sweep.analysis.summary import TrialFigures
@@ -60,9 +61,9 @@ VS_BASELINE_RULE = (
 
 @dataclass(frozen=True)
 class ConfigStat:
-    """One config (``contract.config_key``) over the trials that ran it, each with its own seed: the mean USD to
-    target of the seeds that reached it (billed), with a 95% Student t interval over those seeds, and the same on
-    equal terms over every seed that counts (:data:`RANKING_RULE`), which ranks configs."""
+    """One config (:meth:`~sweep.params.TrialParams.identity`) over the trials that ran it, each with its own seed:
+    the mean USD to target of the seeds that reached it (billed), with a 95% Student t interval over those seeds, and
+    the same on equal terms over every seed that counts (:data:`RANKING_RULE`), which ranks configs."""
 
     key: tuple
     params: dict[str, Any]
@@ -123,7 +124,7 @@ def config_stats(rows: list[dict]) -> list[ConfigStat]:
     ends = last_rows(rows)
     for r in (ends[t] for t in sorted(ends)):
         if r["state"] in END_STATES and end_label(r) != "not run":
-            groups.setdefault(config_identity(r["params"]), []).append(r)
+            groups.setdefault(TrialParams.identity(r["params"]), []).append(r)
     stats = []
     for key, members in groups.items():
         reached = [r for r in members if r["state"] == TrialState.REACHED]
@@ -232,16 +233,3 @@ def _t_interval(values: tuple[float, ...]) -> tuple[float | None, float | None, 
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
     half = t975(n - 1) * sd / math.sqrt(n)
     return mean, max(0.0, mean - half), mean + half  # a cost: the interval's low end is clipped at zero
-
-
-def config_identity(params: dict[str, Any]) -> tuple:
-    """The identity a config's statistics are kept under: ``contract.config_key``; a ledger that names a flag this
-    catalog no longer has (or lacks a knob) keeps its params as recorded for an identity, so an older ledger still
-    gets its report."""
-    from sweep.errors import ConfigError
-    from sweep.params import config_key
-
-    try:
-        return config_key(params)
-    except (ConfigError, KeyError, TypeError, ValueError):
-        return ("as recorded", *sorted((k, repr(v)) for k, v in params.items() if k not in ("backend", "profile")))

@@ -248,7 +248,7 @@ def closest_trial(rows: list[dict]) -> Closest | None:
     elif end["state"] == TrialState.CAPPED:
         key = "budget.usd (the study budget ran out while it trained)"
     elif end["state"] == TrialState.PRUNED:
-        key = "prune=false or budget.trial_usd (the planner stopped it on cost)"
+        key = "search.prune=false or budget.trial_usd (the planner stopped it on cost)"
     else:
         key = "target.success, or budget.trial_usd for longer trials"
     return Closest(best["trial"], best["params"], best["success"], metrics(end)["usd"], end_label(end), key)

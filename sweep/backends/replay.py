@@ -31,7 +31,7 @@ from sweep.contract import (
 )
 from sweep.errors import ConfigError
 from sweep.ledger import Row, TrialRows, end_label, read_rows
-from sweep.params import TrialParams, config_key, trial_params
+from sweep.params import TrialParams, trial_params
 
 #: Seconds a recorded checkpoint may lie past a cap and still be the cap's own pass (float rounding of the cap,
 #: which the planner derives from a recorded cost: a repeat of the best config is capped at exactly its cost).
@@ -95,7 +95,7 @@ def seeds_before(out_dir: str | Path | None, key: tuple, trial: int) -> list[int
         return []
     rows = read_rows(path)
     ran = [r for r in rows if int(r["trial"]) < trial and end_label(r) != "not run"]
-    return list(dict.fromkeys(int(r["seed"]) for r in ran if config_key(r["params"]) == key))
+    return list(dict.fromkeys(int(r["seed"]) for r in ran if TrialParams.identity(r["params"]) == key))
 
 
 def replay_trial(
@@ -126,10 +126,10 @@ def replay_trial(
         sink(final)
         return final
 
-    matches = [t for t in table["trials"] if config_key(t["params"]) == config_key(params)]
+    matches = [t for t in table["trials"] if TrialParams.identity(t["params"]) == TrialParams.identity(params)]
     if not matches:
         return end({}, (TrialState.FAILED, EndCause.FAILED, f"no recorded trial for {TrialParams.of(params)}"))
-    record = pick_record(matches, cfg.seed, seeds_before(out_dir, config_key(params), trial))
+    record = pick_record(matches, cfg.seed, seeds_before(out_dir, TrialParams.identity(params), trial))
     previous_s = 0.0
     for rec in record["curve"]:
         if time_scale > 0:

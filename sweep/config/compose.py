@@ -36,6 +36,8 @@ def spaces_dir() -> Path:
 
 
 T = TypeVar("T")
+#: Keys that moved from the top level into the ``search:`` section.
+MOVED_TO_SEARCH = ("sampler", "prune", "race_slack", "intensify", "initial")
 
 
 def find_space(name: str) -> Path:
@@ -73,6 +75,15 @@ def compose(data: dict[str, Any], overrides: dict[str, Any], source: str, has_gp
     """A space file's mapping, its ``when_gpu``/``when_cpu`` block for this machine, then the command line's
     dotted ``overrides``, merged in that order and type-checked (:func:`sweep.config.validation.validate` checks
     values)."""
+    layers = [layer for layer in (data, data.get("when_gpu"), data.get("when_cpu")) if isinstance(layer, Mapping)]
+    moved = [(key, source) for layer in layers for key in layer if key in MOVED_TO_SEARCH]
+    moved += [(key.split(".")[0], "command line") for key in overrides if key.split(".")[0] in MOVED_TO_SEARCH]
+    if moved:
+        key, where = moved[0]
+        raise ConfigError(
+            f"{where}: {key}: now search.{key}; write it under the space's search: section (on the command line "
+            f"search.{key}=...)"
+        )
     if any(key.split(".")[0] in ("when_gpu", "when_cpu") for key in overrides):
         raise ConfigError("when_gpu/when_cpu: set those in the space file; on the command line set the key itself")
     data = dict(data)

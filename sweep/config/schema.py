@@ -138,6 +138,28 @@ class Confirm:
 
 
 @dataclass(frozen=True)
+class Search:
+    """How the search proposes and races configs (the confirmation that follows it: :class:`Confirm`)."""
+
+    sampler: str = "cost"
+    """'tpe' (Optuna TPE with constraints), 'cost' (:mod:`sweep.planner.acquisition`: expected improvement per dollar
+    from every trial's cost or partial curve), 'random' or 'grid'."""
+    prune: bool = True
+    """Stop trials that cannot beat the best known cost to target."""
+    race_slack: float = 1.5
+    """With ``prune``, a search trial is capped and pruned at this many times the leader's mean cost to target on
+    equal terms (>= 1); while each config has one seed, the best known cost, the luckiest seed so far. One seed's cost
+    varies up to 2x at a fixed config: at 1 a lucky seed of a worse config caps the best config's trials short of the
+    target."""
+    intensify: int = 1
+    """Search trials a config runs, each on a new training seed, once it leads the search (the lowest mean cost to
+    target on equal terms) before the search tries further configs (>= 1; 1: every config once). The race bar is
+    then the leader's mean cost, not one lucky seed's."""
+    initial: list[Any] = field(default_factory=list)
+    """Configs tried first (e.g. legged_gym's 4096 x 24), each a mapping of knob values (checked by validate)."""
+
+
+@dataclass(frozen=True)
 class RunConfig:
     """Everything ``python -m sweep.run`` needs."""
 
@@ -156,26 +178,11 @@ class RunConfig:
     workers: Workers = field(default_factory=Workers)
     constraints: Constraints = field(default_factory=Constraints)
     seeds: Seeds = field(default_factory=Seeds)
+    search: Search = field(default_factory=Search)
     confirm: Confirm = field(default_factory=Confirm)
-    sampler: str = "cost"
-    """'tpe' (Optuna TPE with constraints), 'cost' (:mod:`sweep.planner.acquisition`: expected improvement per dollar
-    from every trial's cost or partial curve), 'random' or 'grid'."""
-    prune: bool = True
-    """Stop trials that cannot beat the best known cost to target."""
-    race_slack: float = 1.5
-    """With ``prune``, a search trial is capped and pruned at this many times the leader's mean cost to target on
-    equal terms (>= 1); while each config has one seed, the best known cost, the luckiest seed so far. One seed's cost
-    varies up to 2x at a fixed config: at 1 a lucky seed of a worse config caps the best config's trials short of the
-    target (benchmarks/RESULTS.md 5e)."""
-    intensify: int = 1
-    """Search trials a config runs, each on a new training seed, once it leads the search (the lowest mean cost to
-    target on equal terms) before the search tries further configs (>= 1; 1: every config once). The race bar is
-    then the leader's mean cost, not one lucky seed's (benchmarks/RESULTS.md 5f)."""
     checkpoints: str = "all"
     """Checkpoints kept in trials/NNNN/ when trials end: 'all' (every trial's latest, as before) or 'reached'
     (only trials that reached the target). A reached trial's checkpoint is never deleted."""
-    initial: list[Any] = field(default_factory=list)
-    """Configs tried first (e.g. legged_gym's 4096 x 24), each a mapping of knob values (checked by validate)."""
     out: str = "reports"
     """Folder under which reports/<run_id>/ is written."""
     run_id: str = ""

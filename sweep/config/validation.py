@@ -11,12 +11,14 @@ from typing import Any, get_args, get_origin, get_type_hints
 
 from sweep.config import Confirm, RunConfig
 from sweep.errors import ConfigError
+from sweep.params import flag_name
 
 
 def _knob_choices(cfg: RunConfig, key: str) -> list[Any] | None:
     """The choices of knob ``key`` as an initial-design entry names it (``flags.<name>`` for flags)."""
-    if key.startswith("flags."):
-        return cfg.knobs.flags.get(key[len("flags.") :])
+    name = flag_name(key)
+    if name is not None:
+        return cfg.knobs.flags.get(name)
     return getattr(cfg.knobs, key) if key in ("num_envs", "num_steps_per_env", "num_mini_batches") else None
 
 
@@ -24,16 +26,16 @@ def drop_unfit_initial(cfg: RunConfig) -> tuple[RunConfig, list[str]]:
     """The config without the space file's initial-design entries that knobs narrowed on the command line exclude,
     and one note per entry removed. Entries naming unknown knobs stay, for :func:`validate` to reject."""
     kept, notes = [], []
-    for i, entry in enumerate(cfg.initial):
+    for i, entry in enumerate(cfg.search.initial):
         outside = {}
         if isinstance(entry, dict):
             outside = {k: v for k, v in entry.items() if (c := _knob_choices(cfg, k)) is not None and v not in c}
         if outside:
             what = ", ".join(f"{k}={v!r}" for k, v in outside.items())
-            notes.append(f"initial[{i}] of the space skipped: {what} not among the knob's choices")
+            notes.append(f"search.initial[{i}] of the space skipped: {what} not among the knob's choices")
         else:
             kept.append(entry)
-    return replace(cfg, initial=kept), notes
+    return replace(cfg, search=replace(cfg.search, initial=kept)), notes
 
 
 def validate(cfg: RunConfig, cli_keys: Iterable[str] = ()) -> RunConfig:
@@ -83,11 +85,11 @@ def _validate_confirm(cfg: RunConfig) -> None:
     perf.resolve(dict(c.baseline.flags), key=f"{where}: confirm.baseline.flags")
     if not c.enabled:
         return
-    if cfg.intensify >= c.seeds:
+    if cfg.search.intensify >= c.seeds:
         # a finalist the search already ran on every seed would get no confirmation trial, and rank as unconfirmed
         raise ConfigError(
-            f"{where}: intensify: {cfg.intensify} search seeds for the leader leave the confirmation nothing to add "
-            f"(confirm.seeds {c.seeds}); set intensify below confirm.seeds, or confirm.seeds=1"
+            f"{where}: search.intensify: {cfg.search.intensify} search seeds for the leader leave the confirmation "
+            f"nothing to add (confirm.seeds {c.seeds}); set search.intensify below confirm.seeds, or confirm.seeds=1"
         )
     if cfg.budget.usd * c.budget_share < cfg.budget.trial_usd * RESERVE_MARGIN and c.budget_share > 0:
         raise ConfigError(
@@ -214,12 +216,14 @@ def _validate(cfg: RunConfig) -> RunConfig:
         "workers.cpus_per_trial": cfg.workers.cpus_per_trial,
         "constraints.max_update_period_s": cfg.constraints.max_update_period_s,
     }
-    if cfg.race_slack < 1:
-        raise ConfigError(f"{where}: race_slack: must be >= 1 (1: race at the best known cost; got {cfg.race_slack})")
-    if not 1 <= cfg.intensify <= cfg.budget.max_trials:
+    if cfg.search.race_slack < 1:
         raise ConfigError(
-            f"{where}: intensify: must be in [1, budget.max_trials] (1: a config runs once in the search; got "
-            f"{cfg.intensify})"
+            f"{where}: search.race_slack: must be >= 1 (1: race at the best known cost; got {cfg.search.race_slack})"
+        )
+    if not 1 <= cfg.search.intensify <= cfg.budget.max_trials:
+        raise ConfigError(
+            f"{where}: search.intensify: must be in [1, budget.max_trials] (1: a config runs once in the search; got "
+            f"{cfg.search.intensify})"
         )
     for key, value in positive.items():
         if not value > 0:
@@ -266,8 +270,10 @@ def _validate(cfg: RunConfig) -> RunConfig:
     from sweep import checkpoints
 
     checkpoints.check_keep(cfg.checkpoints, key=f"{where}: checkpoints")
-    if cfg.sampler not in ("tpe", "cost", "random", "grid"):
-        raise ConfigError(f"{where}: sampler: must be 'tpe', 'cost', 'random' or 'grid' (got {cfg.sampler!r})")
+    if cfg.search.sampler not in ("tpe", "cost", "random", "grid"):
+        raise ConfigError(
+            f"{where}: search.sampler: must be 'tpe', 'cost', 'random' or 'grid' (got {cfg.search.sampler!r})"
+        )
     if cfg.price.gpu != "auto" or cfg.price.usd_per_hour is not None:
         from sweep import prices
 
@@ -285,17 +291,17 @@ def _validate(cfg: RunConfig) -> RunConfig:
             "or add shorter horizons",
             keys=("knobs.num_steps_per_env",),
         )
-    for i, initial in enumerate(cfg.initial):
+    for i, initial in enumerate(cfg.search.initial):
         if not isinstance(initial, dict):
-            raise ConfigError(f"{where}: initial[{i}]: expected a mapping of knob values")
+            raise ConfigError(f"{where}: search.initial[{i}]: expected a mapping of knob values")
         for key, value in initial.items():
             choices = _knob_choices(cfg, key)
             if choices is None:
-                what = "not a swept flag; add it to knobs.flags" if key.startswith("flags.") else "unknown knob"
-                raise ConfigError(f"{where}: initial[{i}].{key}: {what}")
+                what = "not a swept flag; add it to knobs.flags" if flag_name(key) is not None else "unknown knob"
+                raise ConfigError(f"{where}: search.initial[{i}].{key}: {what}")
             if value not in choices:
                 raise ConfigError(
-                    f"{where}: initial[{i}].{key}: {value!r} is not among the choices {choices}; "
-                    "change the initial design (initial=[...]) or add the value to the knob"
+                    f"{where}: search.initial[{i}].{key}: {value!r} is not among the choices {choices}; "
+                    "change the initial design (search.initial=[...]) or add the value to the knob"
                 )
     return cfg

@@ -28,6 +28,7 @@ from typing import Any
 from sweep import perf
 from sweep.backends.policy import planned
 from sweep.config import RunConfig
+from sweep.params import named_flags
 
 #: The longest a later process waits for the first one's first shape before it starts anyway (s).
 STAGGER_MAX_S = 120.0
@@ -53,7 +54,9 @@ def shapes(cfg: RunConfig, backend_knobs: tuple[str, ...]) -> list[tuple[int, di
     """
     variants = backend_variants(cfg, backend_knobs)
     panel = cfg.target.eval_episodes
-    initial = [first_shape(cfg, backend_knobs)] + [_shape_of(entry, cfg, backend_knobs) for entry in cfg.initial[1:]]
+    initial = [first_shape(cfg, backend_knobs)] + [
+        _shape_of(entry, cfg, backend_knobs) for entry in cfg.search.initial[1:]
+    ]
     n0, knobs0 = initial[0]
     ordered = [(panel, knobs0)]
     for n, knobs in initial[1:]:
@@ -70,12 +73,12 @@ def shapes(cfg: RunConfig, backend_knobs: tuple[str, ...]) -> list[tuple[int, di
 
 def first_shape(cfg: RunConfig, backend_knobs: tuple[str, ...]) -> tuple[int, dict[str, Any]]:
     """The first trial's training env shape: the first ``initial`` entry's, else the smallest size's."""
-    return _shape_of(cfg.initial[0], cfg, backend_knobs) if cfg.initial else (cfg.knobs.num_envs[0], {})
+    return _shape_of(cfg.search.initial[0], cfg, backend_knobs) if cfg.search.initial else (cfg.knobs.num_envs[0], {})
 
 
 def _shape_of(entry: dict[str, Any], cfg: RunConfig, backend_knobs: tuple[str, ...]) -> tuple[int, dict[str, Any]]:
     """The training env shape of one ``initial`` entry (flags it leaves out at their default)."""
-    flags = {k.split(".", 1)[1]: v for k, v in entry.items() if k.startswith("flags.")}
+    flags = named_flags(entry)
     return int(entry.get("num_envs", cfg.knobs.num_envs[0])), _knobs(flags, cfg, backend_knobs)
 
 

@@ -46,7 +46,7 @@ class Accounts:
     def race_bar_usd(self) -> float | None:
         """What a search trial is raced against (its cap and the pruner's bar):
         :func:`sweep.planner.leader.race_bar_usd`."""
-        return leader.race_bar_usd(self.rows, self.cfg.race_slack)
+        return leader.race_bar_usd(self.rows, self.cfg.search.race_slack)
 
     def one_time_usd(self) -> float:
         """The most a trial of this study has paid for start-up and compilation (reserved on top of the best)."""
@@ -57,7 +57,7 @@ class Accounts:
         """What a new search trial may spend: its cap, or (pruning) the race bar on equal terms plus one-time costs."""
         bar = self.race_bar_usd()
         return allowance_usd(
-            self.cfg.budget.trial_usd, None if bar is None else bar + self.one_time_usd(), self.cfg.prune
+            self.cfg.budget.trial_usd, None if bar is None else bar + self.one_time_usd(), self.cfg.search.prune
         )
 
     def spent_usd(self) -> float:

@@ -22,11 +22,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sweep.analysis.evidence import ConfigStat, config_identity, config_stats, rank_key
+from sweep.analysis.evidence import ConfigStat, config_stats, rank_key
 from sweep.config import Confirm
 from sweep.contract import TrialState, ended_by_study
 from sweep.ledger import end_label
-from sweep.params import TrialParams, config_key
+from sweep.params import TrialParams
 
 #: Who stops getting seeds (written into recommended.yaml and the README).
 RACE_RULE = (
@@ -42,7 +42,7 @@ class Finalist:
     """A config confirmed on further seeds."""
 
     key: tuple
-    """Its identity (``contract.config_key``)."""
+    """Its identity (:meth:`~sweep.params.TrialParams.identity`)."""
     params: dict[str, Any]
     """Its knobs as the planner proposes them (``TrialParams.as_dict``: flags as ``flags.<name>``)."""
     baseline: bool = False
@@ -110,7 +110,7 @@ def finalists(rows: list[dict], baseline_params: Mapping[str, Any], top: int) ->
     """The ``top`` best configs of the search that reached the target (the baseline aside), then the baseline;
     none when no config reached (there is nothing to confirm)."""
     search = [r for r in rows if r.get("phase", "search") == "search"]
-    base_key = config_key(baseline_params)
+    base_key = TrialParams.identity(baseline_params)
     ranked = [c for c in config_stats(search) if c.n_reached > 0 and c.key != base_key][:top]
     if not ranked:
         return []
@@ -147,7 +147,7 @@ def plan(ends: Mapping[int, dict], finals: list[Finalist], seeds: int, factor: f
         seed = max(int(r["seed"]) for r in confirm.values())
         before = {t: r for t, r in ends.items() if t not in confirm or int(r["seed"]) < seed}
         ran = {
-            config_identity(r["params"])
+            TrialParams.identity(r["params"])
             for r in confirm.values()
             if int(r["seed"]) == seed and not ended_by_study(r)  # one stopped by the study's end runs again
         }
@@ -168,7 +168,7 @@ def _members(ends: Mapping[int, dict], finals: list[Finalist], seeds: int, facto
     ran: dict[tuple, int] = {}
     for r in ends.values():
         if end_label(r) != "not run" and not ended_by_study(r):
-            key = config_identity(r["params"])
+            key = TrialParams.identity(r["params"])
             ran[key] = ran.get(key, 0) + 1
     stats = {c.key: c for c in config_stats(list(ends.values()))}
     out = out_of_race(stats, finals, factor)

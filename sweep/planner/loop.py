@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep import checkpoints
-from sweep.analysis.evidence import ConfigStat, config_identity
+from sweep.analysis.evidence import ConfigStat
 from sweep.analysis.summary import short_reason
 from sweep.config import RunConfig
 from sweep.contract import (
@@ -44,7 +44,7 @@ from sweep.contract import (
     ended_by_study,
 )
 from sweep.ledger import LedgerWriter, end_label, last_rows, read_rows
-from sweep.params import TrialParams, config_key, trial_params
+from sweep.params import TrialParams, trial_params
 from sweep.planner import acquisition, confirm, leader, space, study_store
 from sweep.planner.accounts import Accounts
 from sweep.planner.pruner import CostPruner
@@ -176,7 +176,7 @@ class Planner:
         """The configs of the ledger's ended trials that ran, less those cut short through no doing of their config
         (the driver died, the study's end): those measured nothing, so their config may run again."""
         ends = last_rows(self.rows).items()
-        return {config_key(r["params"]) for t, r in ends if t not in self.unrun and not ended_by_study(r)}
+        return {TrialParams.identity(r["params"]) for t, r in ends if t not in self.unrun and not ended_by_study(r)}
 
     def status(self) -> dict[str, Any]:
         confirming, done = self.confirmation.active, self.confirmation.done
@@ -233,7 +233,7 @@ class Planner:
                 if not self._intensify(study, lead):
                     return
                 continue
-            if self.cfg.sampler == "cost":
+            if self.cfg.search.sampler == "cost":
                 self._queue_cheapest_bet(study)
             trial = study.ask()
             params = space.suggest(trial, self.cfg)
@@ -245,7 +245,7 @@ class Planner:
             if any(v > 0 for v in found.values()):
                 self._tell_unrun(study, trial, knobs, space.infeasible_reason(found), found, asdict(trial_cfg))
                 continue
-            key = config_key(knobs)
+            key = TrialParams.identity(knobs)
             if key in self.tried:
                 # The sampler proposed a config already run while others remain untried: no new evidence.
                 repeats += 1
@@ -273,10 +273,11 @@ class Planner:
             self.profile,
             self.cfg.seeds.training + number,
             self.cfg.budget.trial_usd * 3600.0 / self.price.usd_per_hour,
-            race_cap_s=bar * 3600.0 / self.price.usd_per_hour if self.cfg.prune and bar is not None else None,
+            race_cap_s=bar * 3600.0 / self.price.usd_per_hour if self.cfg.search.prune and bar is not None else None,
         )
         base = self.baseline_params
-        trial_cfg.baseline = base is not None and config_key(trial_params(trial_cfg)) == config_key(base)
+        identity = TrialParams.identity
+        trial_cfg.baseline = base is not None and identity(trial_params(trial_cfg)) == identity(base)
         return trial_cfg
 
     def _seeds_exhausted(self, study: Any, trial: Any, params: dict[str, Any]) -> bool:
@@ -291,8 +292,8 @@ class Planner:
     def _leader_due(self, study: Any) -> ConfigStat | None:
         """The leader to run again (:func:`sweep.planner.leader.due`); none while the initial design waits in the queue
         (it runs first)."""
-        running = (config_identity(run.params) for run in self.running.values())
-        lead = leader.due(self.rows, self.cfg.intensify, running, self.cfg.confirm.enabled)
+        running = (TrialParams.identity(run.params) for run in self.running.values())
+        lead = leader.due(self.rows, self.cfg.search.intensify, running, self.cfg.confirm.enabled)
         return None if lead is None or study_store.queued(study) else lead
 
     def _intensify(self, study: Any, lead: ConfigStat) -> bool:
@@ -386,7 +387,7 @@ class Planner:
     def _decide(self, run: Running) -> tuple[str, str]:
         if self.stopping:
             return STOP, self.stopping
-        if not self.cfg.prune or run.phase == "confirm":  # a confirmation trial measures the cost to target
+        if not self.cfg.search.prune or run.phase == "confirm":  # a confirmation trial measures the cost to target
             return CONTINUE, ""
         return self.pruner.decide(run.rows, self.accounts.race_bar_usd())
 

@@ -7,7 +7,7 @@ from typing import Any
 from sweep.config import RunConfig
 from sweep.contract import TrialConfig
 from sweep.errors import ConfigError
-from sweep.params import config_key, trial_params
+from sweep.params import TrialParams, flag_key, named_flags, trial_params
 
 #: Knobs every space has (flags come on top, as ``flags.<name>``).
 BASE_KNOBS = ("num_envs", "num_steps_per_env", "num_mini_batches")
@@ -20,7 +20,7 @@ STORAGE_BYTES_PER_ENV_STEP = 1024
 def choices(cfg: RunConfig) -> dict[str, list[Any]]:
     """Every searchable parameter name -> its choices (fixed ones have a single choice)."""
     out: dict[str, list[Any]] = {k: list(getattr(cfg.knobs, k)) for k in BASE_KNOBS}
-    out.update({f"flags.{name}": list(values) for name, values in cfg.knobs.flags.items()})
+    out.update({flag_key(name): list(values) for name, values in cfg.knobs.flags.items()})
     return out
 
 
@@ -52,7 +52,7 @@ def baseline_params(cfg: RunConfig) -> dict[str, Any]:
         out[key] = int(value if value is not None else getattr(cfg.knobs, key)[0])
     fixed = {name: values[0] for name, values in cfg.knobs.flags.items() if len(values) == 1}
     flags = perf.resolve({**fixed, **dict(base.flags)}, key="confirm.baseline.flags")
-    out.update({f"flags.{name}": value for name, value in flags.items()})
+    out.update({flag_key(name): value for name, value in flags.items()})
     return out
 
 
@@ -68,7 +68,7 @@ def trial_config(
 ) -> TrialConfig:
     """The TrialConfig a worker runs for these params (``cap_s``, ``race_cap_s``, ``phase``, ``baseline``: see
     :class:`TrialConfig`)."""
-    flags = {k.split(".", 1)[1]: v for k, v in params.items() if k.startswith("flags.")}
+    flags = named_flags(params)
     return TrialConfig(
         backend=cfg.backend,
         profile=profile,
@@ -137,7 +137,7 @@ def untried_points(
     for point in grid_points(cfg, cfg.seeds.sampler + salt):
         found = violations(point, cfg, control_dt_s, memory_gib)
         knobs = trial_params(trial_config(point, cfg, profile, 0, 1.0))
-        if not any(v > 0 for v in found.values()) and config_key(knobs) not in tried:
+        if not any(v > 0 for v in found.values()) and TrialParams.identity(knobs) not in tried:
             out.append(point)
     return out
 

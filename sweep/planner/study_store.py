@@ -35,10 +35,10 @@ def open_study(cfg: RunConfig, run_dir: Path) -> Any:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     seed = cfg.seeds.sampler
     # grid: every point enqueued below, in a seeded order; cost: the planner queues its bets (sweep.planner.acquisition)
-    if cfg.sampler in ("random", "grid", "cost"):
+    if cfg.search.sampler in ("random", "grid", "cost"):
         sampler = optuna.samplers.RandomSampler(seed=seed)
     else:
-        sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(4, len(cfg.initial) + 2))
+        sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(4, len(cfg.search.initial) + 2))
     study = optuna.create_study(
         storage=f"sqlite:///{(run_dir / 'study.db').resolve()}",
         study_name="sweep",
@@ -50,9 +50,9 @@ def open_study(cfg: RunConfig, run_dir: Path) -> Any:
         warnings.simplefilter("ignore")
         study.set_metric_names(["usd_to_target", "wall_to_target_s"])
     if not study.trials:
-        for initial in cfg.initial:
+        for initial in cfg.search.initial:
             study.enqueue_trial(initial, skip_if_exists=True)
-        if cfg.sampler == "grid":
+        if cfg.search.sampler == "grid":
             for point in space.grid_points(cfg, seed):
                 study.enqueue_trial(point, skip_if_exists=True)
     return study
