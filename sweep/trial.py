@@ -116,12 +116,15 @@ def build(
 
     def make_eval_env() -> Any:
         t0 = time.perf_counter()
-        eval_env = backend.make_env(cfg.eval_episodes, cfg.seed, device, cfg.profile, **knobs)
+        eval_env = backend.make_eval_env(cfg.eval_episodes, cfg.seed, device, cfg.profile, **knobs)
         stack.callback(eval_env.close)
         parts["eval_env"] = time.perf_counter() - t0
         return eval_env
 
-    trainer, alg = build_learner(cfg, env, device, flags, clock, out_dir, trial)
+    train_cfg = backend.agent_config(cfg, flags)
+    trainer, alg = build_learner(cfg, env, device, flags, clock, out_dir, trial, train_cfg=train_cfg)
+    if out_dir is not None:
+        backend.record_configs(train_cfg, env, checkpoints.trial_dir(out_dir, trial))
     lap("learner")
     return Built(device, flags, env, make_eval_env, panel_seeds(cfg.eval_episodes), trainer, alg, ahead)
 
