@@ -1,7 +1,7 @@
 """Isaac Lab's held-out panel in a process of its own, so that no evaluation touches a trial's training scene.
 
 Isaac Lab hosts one simulation per process (a second ``gym.make`` beside a live env fails), so the panel's scene of
-``eval_episodes`` envs lives in a child process: ``python -m sweep.backends.isaaclab_eval FD``, one per worker,
+``eval_episodes`` envs lives in a child process: ``python -m sweep.backends.isaaclab_panel FD``, one per worker,
 started at the first pass of the worker's first trial and kept for its later trials with the same task, device
 and options. The trial's side is :class:`PanelEnv`, a ``TaskEnv`` whose passes the child runs:
 
@@ -28,7 +28,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -62,7 +61,7 @@ class PanelProcess:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
         with log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "sweep.backends.isaaclab_eval", str(theirs.fileno())],
+                [sys.executable, "-m", "sweep.backends.isaaclab_panel", str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -216,58 +215,3 @@ class PanelEnv(TaskEnv):
 
     def close(self) -> None:
         """Nothing: the panel process stays for this worker's next trial (closed when the worker exits)."""
-
-
-def serve(conn: Connection) -> None:
-    """The panel process's loop: answer requests until ``close`` or until the trial's process is gone."""
-    env: Any = None
-    policy: MlpPolicy | None = None
-    while True:
-        try:
-            kind, payload = pickle.loads(conn.recv_bytes())
-        except (EOFError, OSError):
-            break
-        try:
-            if kind == "build":
-                from sweep.backends.isaaclab import build_env
-
-                spec = payload
-                env = build_env(spec["task"], spec["num_envs"], EVAL_SEED_BASE, spec["device"], spec["knobs"], True)
-                answer: Any = {
-                    "num_envs": env.num_envs,
-                    "num_actions": env.num_actions,
-                    "max_episode_length": env.max_episode_length,
-                    "control_dt_s": env.control_dt_s,
-                    "physics": env.physics,
-                }
-            elif kind == "warm_up":
-                answer = env.warm_up()
-            elif kind == "reset":
-                env.reset_with_seeds(payload)
-                answer = None
-            elif kind == "steps":
-                arrays, steps = payload
-                if arrays is not None:
-                    policy = policy_from_arrays(arrays, env.device)
-                finished, success = env.policy_steps(policy, steps)
-                answer = (finished.cpu().numpy(), success.cpu().numpy())
-            elif kind == "close":
-                conn.send_bytes(pickle.dumps(("ok", None)))
-                break
-            else:
-                raise ValueError(f"unknown request {kind!r}")
-            reply = ("ok", answer)
-        except Exception as exc:  # the trial's process gets the reason; this process serves on
-            traceback.print_exc()  # into the log, whose tail a later failure quotes
-            first = str(exc).splitlines()[0] if str(exc) else ""
-            reply = ("error", f"{type(exc).__name__}: {first}")
-        conn.send_bytes(pickle.dumps(reply))
-
-
-if __name__ == "__main__":
-    connection = Connection(int(sys.argv[1]))
-    serve(connection)
-    connection.close()
-    sys.stdout.flush()
-    # Isaac Lab's exit handlers may wait on the simulation; the scene has nothing left to save
-    os._exit(0)
