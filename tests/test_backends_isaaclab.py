@@ -407,7 +407,11 @@ def test_a_training_scene_is_never_reset_with_held_out_seeds() -> None:
         env.reset_with_seeds(panel_seeds(4))
     with pytest.raises(RuntimeError, match="never reset with held-out seeds"):
         evaluate(ZERO_POLICY, env, panel_seeds(4))
+    env.warm_up()  # the trial's compile phase: the task's trainer takes no step before its first rollout either
     assert env.wrapper.seeds == [] and env.wrapper.actions == []
+    panel = fake_env(4, panel=True)
+    panel.warm_up()  # a panel is reset before every pass: a step to load what a first step loads costs nothing
+    assert len(panel.wrapper.actions) == 1
 
 
 class Stepped(il.IsaacLabEnv):

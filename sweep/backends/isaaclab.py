@@ -291,9 +291,12 @@ class IsaacLabEnv(TaskEnv):
         return finished, success
 
     def warm_up(self) -> None:
-        """One zero-action step: what a first step loads (Warp kernels) is loaded before any timing."""
-        with torch.inference_mode():
-            self.step(torch.zeros(self.num_envs, self.num_actions, device=self.device))
+        """A panel: one zero-action step, so that what a first step loads (Warp kernels) is loaded before the first
+        pass, which resets every env anyway. A training scene is left as it is: the task's trainer takes no such
+        step before its first rollout."""
+        if self.panel:
+            with torch.inference_mode():
+                self.step(torch.zeros(self.num_envs, self.num_actions, device=self.device))
 
     def on_track_share(self, min_steps: int) -> float | None:
         """Of the envs ``min_steps`` or more into their episode, the share on track for a success
