@@ -136,6 +136,8 @@ def _task_configs(task: str, lines: list[str]) -> tuple[str, Any, Any]:
     try:
         apply_overrides(env_cfg, agent_cfg, lines, resolve_presets)
     except ValueError as exc:  # Isaac Lab's "Unknown preset(s): ..." for a task without the chosen physics
+        if "preset" not in str(exc).lower():
+            raise
         first = str(exc).strip().splitlines()[0]
         raise ConfigError(f"profile={task}: {first} (backend_options.physics_preset)") from None
     return task, env_cfg, agent_cfg
