@@ -1,7 +1,7 @@
 """Isaac Lab's held-out panel in a process of its own, so that no evaluation touches a trial's training scene.
 
 Isaac Lab hosts one simulation per process (a second ``gym.make`` beside a live env fails), so the panel's scene of
-``eval_episodes`` envs lives in a child process: ``python -m sweep.backends.isaaclab_panel FD``, one per worker,
+``eval_episodes`` envs lives in a child process: ``python -m sweep.backends.isaaclab_panel FD LOG``, one per worker,
 started at the first pass of the worker's first trial and kept for its later trials with the same task, device
 and options. The trial's side is :class:`PanelEnv`, a ``TaskEnv`` whose passes the child runs:
 
@@ -61,7 +61,7 @@ class PanelProcess:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
         with log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "sweep.backends.isaaclab_panel", str(theirs.fileno())],
+                [sys.executable, "-m", "sweep.backends.isaaclab_panel", str(theirs.fileno()), str(self.log_path)],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
