@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import socket
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection
 from types import SimpleNamespace
 from typing import Any
 
@@ -488,6 +491,37 @@ def test_the_panel_env_sends_held_out_seeds_and_the_policy_once_per_pass() -> No
     again = ile.policy_from_arrays(ile.policy_arrays(weights), "cpu")
     obs = torch.randn(7, 3)
     assert torch.equal(again(obs), weights(obs))
+
+
+def test_the_panel_process_relays_its_failure_in_one_line_and_ends(monkeypatch) -> None:
+    """A real child process. Its scene cannot build (no Isaac Lab here, or no Isaac Sim for PhysX in the Isaac Lab
+    env): the reason comes back in one line and the child is ended. A child that dies: its output's tail is quoted."""
+    ended: list[int | None] = []
+    close = ile.PanelProcess.close
+
+    def recorded(self: ile.PanelProcess) -> None:
+        close(self)
+        ended.append(self.proc.returncode)
+
+    monkeypatch.setattr(ile.PanelProcess, "close", recorded)
+    spec = {"task": FLAT, "num_envs": 4, "device": "cpu", "knobs": {"physics_preset": "physx"}}
+    with pytest.raises(RuntimeError, match=r"^held-out panel process, build: (MissingExtraError|ConfigError): "):
+        ile.PanelProcess(("key",), spec)
+    assert ended == [0]  # asked to close, it exited
+
+    process = ile.PanelProcess.__new__(ile.PanelProcess)
+    process.proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"])
+    process.log = tempfile.TemporaryFile()  # noqa: SIM115 (closed by process.close)
+    process.log.write(b"Traceback (most recent call last):\nlast words\n")
+    ours, theirs = socket.socketpair()
+    process.conn = Connection(ours.detach())
+    process.proc.wait()
+    with pytest.raises(
+        RuntimeError, match=r"reset: the held-out panel's process ended \(3\); its output ends: .*last words"
+    ):
+        process.request("reset", [2**31])
+    theirs.close()
+    process.close()
 
 
 def test_episodes_start_at_random_lengths_once_as_rsl_rl_does() -> None:

@@ -1,7 +1,7 @@
 """Isaac Lab's held-out panel in a process of its own, so that no evaluation touches a trial's training scene.
 
 Isaac Lab hosts one simulation per process (a second ``gym.make`` beside a live env fails), so the panel's scene of
-``eval_episodes`` envs lives in a child process: ``python -m sweep.backends.isaaclab_panel FD LOG``, one per worker,
+``eval_episodes`` envs lives in a child process: ``python -m sweep.backends.isaaclab_panel FD``, one per worker,
 started at the first pass of the worker's first trial and kept for its later trials with the same task, device
 and options. The trial's side is :class:`PanelEnv`, a ``TaskEnv`` whose passes the child runs:
 
@@ -14,8 +14,9 @@ and options. The trial's side is :class:`PanelEnv`, a ``TaskEnv`` whose passes t
 
 The wait is synchronous: the trial waits for each verdict, billed to its ``eval`` phase (the child's start to
 ``startup``, its first step to ``compile``). The training envs are neither reseeded, reset nor held: training
-resumes exactly where it stopped. Messages are pickled tuples over a socket pair (the child's stdout is Isaac Lab's
-log, kept in a file whose tail a failure quotes); the child exits when the trial's process closes the socket.
+resumes exactly where it stopped. Messages are pickled tuples over a socket pair (the child's output, Isaac Lab's log,
+goes to an unnamed temporary file whose tail a failure quotes); the child exits when the trial's process closes the
+socket, and goes with its worker when Ray stops one.
 """
 
 from __future__ import annotations
@@ -54,24 +55,28 @@ class PanelProcess:
     def __init__(self, key: tuple[Any, ...], spec: dict[str, Any]) -> None:
         self.key = key
         ours, theirs = socket.socketpair()
-        log = tempfile.NamedTemporaryFile(prefix="sweep-isaaclab-panel-", suffix=".log", delete=False)  # noqa: SIM115
-        self.log_path = Path(log.name)
+        # an unnamed file (gone from /tmp already): nothing is left behind when Ray kills a worker and its children
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (kept open for the process's life)
         env = dict(os.environ)
         here = str(Path(__file__).resolve().parents[2])  # the folder holding ``sweep``: the child imports this code
         env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
-        with log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "sweep.backends.isaaclab_panel", str(theirs.fileno()), str(self.log_path)],
-                pass_fds=(theirs.fileno(),),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-            )
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "sweep.backends.isaaclab_panel", str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),),
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
         theirs.close()
         self.conn = Connection(ours.detach())
-        self.info: dict[str, Any] = self.request("build", spec, BUILD_TIMEOUT_S)
-        """What the child's scene is: ``num_actions``, ``max_episode_length``, ``control_dt_s``, ``physics``."""
+        try:
+            self.info: dict[str, Any] = self.request("build", spec, BUILD_TIMEOUT_S)
+            """What the child's scene is: ``num_envs``, ``num_actions``, ``max_episode_length``, ``control_dt_s``,
+            ``physics``."""
+        except BaseException:
+            self.close()  # a child whose scene failed to build serves nobody
+            raise
 
     def alive(self) -> bool:
         return self.proc.poll() is None and not self.conn.closed
@@ -95,15 +100,13 @@ class PanelProcess:
         return answer
 
     def _death(self, what: str) -> str:
-        """``what`` with the tail of the child's log (its traceback, or Isaac Lab's last words)."""
-        try:
-            tail = self.log_path.read_text(errors="replace").strip().splitlines()[-LOG_TAIL_LINES:]
-        except OSError:
-            tail = []
-        return f"{what}; its log {self.log_path} ends: " + " | ".join(tail)
+        """``what`` with the tail of the child's output (its traceback, or Isaac Lab's last words)."""
+        self.log.seek(0)
+        tail = self.log.read().decode(errors="replace").strip().splitlines()[-LOG_TAIL_LINES:]
+        return f"{what}; its output ends: " + " | ".join(tail)
 
     def close(self) -> None:
-        """Ask the child to exit, then make sure it has; its log is removed once it ended cleanly."""
+        """Ask the child to exit, then make sure it has."""
         if self.proc.poll() is None:
             try:
                 self.conn.send_bytes(pickle.dumps(("close", None)))
@@ -112,8 +115,7 @@ class PanelProcess:
                 self.proc.kill()
                 self.proc.wait()
         self.conn.close()
-        if self.proc.returncode == 0:
-            self.log_path.unlink(missing_ok=True)
+        self.log.close()
 
 
 _PROCESS: PanelProcess | None = None  # this worker's panel process, kept between its trials

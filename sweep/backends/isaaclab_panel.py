@@ -1,7 +1,7 @@
-"""The held-out panel's process (``python -m sweep.backends.isaaclab_panel FD LOG``): one Isaac Lab scene of the
-panel's envs, serving the requests of :class:`sweep.backends.isaaclab_eval.PanelProcess` over the socket ``FD`` until
-asked to close or until the trial's process is gone; its output goes to ``LOG``, removed when it ends cleanly. The
-protocol and why the panel has a process of its own: :mod:`sweep.backends.isaaclab_eval`.
+"""The held-out panel's process (``python -m sweep.backends.isaaclab_panel FD``): one Isaac Lab scene of the panel's
+envs, serving the requests of :class:`sweep.backends.isaaclab_eval.PanelProcess` over the socket ``FD`` until asked
+to close or until the trial's process is gone. The protocol and why the panel has a process of its own:
+:mod:`sweep.backends.isaaclab_eval`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import pickle
 import sys
 import traceback
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any
 
 from sweep.backends.isaaclab import build_env
@@ -70,8 +69,6 @@ if __name__ == "__main__":
     connection = Connection(int(sys.argv[1]))
     serve(connection)
     connection.close()
-    # ended cleanly (closed, or the trial's process is gone, as when Ray stops a worker): the log has nothing to tell
-    Path(sys.argv[2]).unlink(missing_ok=True)
     sys.stdout.flush()
     # Isaac Lab's exit handlers may wait on the simulation; the scene has nothing left to save
     os._exit(0)
