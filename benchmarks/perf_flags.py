@@ -19,11 +19,11 @@ from typing import Any
 import torch
 
 from sweep import perf
-from sweep.backends.base import sim_only_rate
+from sweep.backends.base import resolve_device, sim_only_rate
 from sweep.backends.mjx.locomotion import PROFILES, MjxLocomotionEnv
 from sweep.contract import TrialConfig
 from sweep.ledger import PHASES, TRAINING_PHASES, PhaseClock
-from sweep.trial.learner import build_learner, device_sync, resolve_device
+from sweep.trial.learner import build_learner, device_sync
 
 
 def variants() -> list[tuple[str, str, dict[str, Any]]]:

@@ -25,7 +25,7 @@ def main() -> None:
 
     from sweep import perf
     from sweep.backends import get_backend
-    from sweep.trial.learner import resolve_device
+    from sweep.backends.base import resolve_device
 
     perf.enable_compile_cache()
     backend, device = get_backend("mjx_locomotion"), resolve_device("auto")

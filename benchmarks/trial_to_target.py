@@ -16,11 +16,10 @@ from pathlib import Path
 import torch
 
 from sweep import perf
-from sweep.backends.base import sim_only_rate
+from sweep.backends.base import resolve_device, sim_only_rate
 from sweep.backends.mjx.locomotion import PROFILES, MjxLocomotionEnv
 from sweep.contract import CONTINUE, TrialConfig
 from sweep.ledger import LedgerWriter, metrics, read_rows
-from sweep.trial.learner import resolve_device
 from sweep.trial.runner import run_trial
 
 VARIANTS = {

@@ -27,6 +27,9 @@ import tempfile
 from pathlib import Path
 
 ROBOT = Path("Isaac/IsaacLab/Robots/ANYbotics/ANYmal-D/anymal_d.usd")
+#: ANYmal-C has ANYmal-D's body and joint names and actuator net: the same stand-in serves the contrib task
+#: ``IsaacContrib-Velocity-Flat-AnymalC`` (whose physics defaults to PhysX, unlike the core tasks).
+ROBOT_C = Path("Isaac/IsaacLab/Robots/ANYbotics/ANYmal-C/anymal_c.usd")
 GROUND = Path("Isaac/IsaacLab/Environments/Grid/default_ground_plane_checker_v1/default_ground_plane.usda")
 ACTUATOR_NET = Path("Isaac/IsaacLab/ActuatorNets/ANYbotics/anydrive_3_lstm_jit.pt")
 THIGH_M, SHANK_M = 0.285, 0.32  # leg segment lengths
@@ -183,9 +186,9 @@ def converter_command() -> str:
 
 
 def write_asset_root(root: Path) -> Path:
-    """Write the stand-in robot, ground plane and actuator net under ``root`` (Isaac Lab's paths); returns ``root``."""
-    (root / ROBOT).parent.mkdir(parents=True, exist_ok=True)
-    for relative in (GROUND, ACTUATOR_NET):
+    """Write the stand-in robot (as ANYmal-D and ANYmal-C), ground plane and actuator net under ``root`` (Isaac Lab's
+    paths); returns ``root``."""
+    for relative in (ROBOT, ROBOT_C, GROUND, ACTUATOR_NET):
         (root / relative).parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         mjcf = Path(tmp) / "anymal.xml"
@@ -195,6 +198,7 @@ def write_asset_root(root: Path) -> Path:
         subprocess.run([converter_command(), *flags, str(mjcf), str(conv)], check=True, capture_output=True)
         (usd,) = conv.glob("*.usd*")
         flatten_bodies(usd, root / ROBOT)
+    shutil.copyfile(root / ROBOT, root / ROBOT_C)
     write_ground(root / GROUND)
     write_actuator_net(root / ACTUATOR_NET)
     return root

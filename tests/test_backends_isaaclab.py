@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import socket
+import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection
 from types import SimpleNamespace
 from typing import Any
 
@@ -18,22 +22,24 @@ import torch
 import yaml
 from tensordict import TensorDict
 
-from sweep import config
+from sweep import config, perf
 from sweep.backends import get_backend
 from sweep.backends.isaaclab import backend as il
 from sweep.backends.isaaclab import cfg as ilc
+from sweep.backends.isaaclab import evaluation as ile
+from sweep.backends.policy import MlpPolicy
 from sweep.config import validation
 from sweep.contract import TrialConfig, panel_seeds
 from sweep.errors import ConfigError, MissingExtraError, SweepError
-from sweep.ledger import read_rows
+from sweep.ledger import PhaseClock, read_rows
 from sweep.planner import space
-from sweep.report.export import implied_agent_config
 from sweep.trial.cli import checked
 from sweep.trial.evaluation import evaluate
 from tests import isaaclab_standin as standin
-from tests.helpers import run_module
+from tests.helpers import ROOT, run_module
 
 FLAT = "Isaac-Velocity-Flat-AnymalD"
+CONTRIB_FLAT = "IsaacContrib-Velocity-Flat-AnymalC"  # physics defaults to PhysX; the stand-in root has its robot
 OLD_FLAT = "Isaac-Velocity-Flat-Anymal-D-v0"  # Isaac Lab 2.x
 ISAAC_MODULES = ("isaaclab", "isaaclab_tasks", "isaaclab_rl", "isaacsim", "omni")
 #: CI's Isaac Lab environment sets SWEEP_REQUIRE_ISAACLAB=1: there a missing Isaac Lab fails these tests.
@@ -73,6 +79,32 @@ def test_overrides_map_each_knob_to_its_isaac_lab_path() -> None:
         "agent.seed=1",
     ]
     assert ilc.overrides(2048, None, 3, {}) == ["presets=newton_mjwarp", "env.scene.num_envs=2048", "agent.seed=3"]
+    fields = {"check_for_nan": False, "algorithm.use_mixed_precision": True}
+    assert ilc.overrides(64, 12, 3, {}, agent=fields)[-3:] == [
+        "agent.check_for_nan=false",
+        "agent.algorithm.use_mixed_precision=true",
+        "agent.seed=3",
+    ]
+
+
+def test_perf_flags_set_isaac_lab_fields_as_overrides_and_keep_the_rest_apart() -> None:
+    assert ilc.flag_settings(perf.resolve({})) == ({}, {})  # flags at their defaults leave the task's values
+    assert ilc.flag_settings(perf.resolve({"tf32": True, "deferred_episode_stats": True})) == ({}, {})
+    on = perf.resolve({"fast_finite_check": True, "torch_compile": "default", "bf16_update": True})
+    fields, only = ilc.flag_settings(on)
+    assert fields == {"check_for_nan": False, "torch_compile_mode": "default", "algorithm.use_mixed_precision": True}
+    assert (
+        only["algorithm.class_name"] == "sweep.perf.ppo:FastPPO" and only["algorithm.perf_flags"]["fast_finite_check"]
+    )
+    cfg = TrialConfig(backend="isaaclab", profile=FLAT, num_envs=64, num_steps_per_env=12, seed=4, flags=on)
+    lines = ilc.trial_overrides(cfg, on)
+    assert "agent.check_for_nan=false" in lines and "agent.torch_compile_mode=default" in lines
+    assert lines[-1] == "agent.seed=4" and not any("FastPPO" in line or "perf_flags" in line for line in lines)
+    task = {"seed": 42, "check_for_nan": True, "algorithm": {"class_name": "PPO", "gamma": 0.99}, "actor": {}}
+    trained = ilc.with_rsl_rl_only(task, only)
+    assert trained["algorithm"]["class_name"] == "sweep.perf.ppo:FastPPO" and task["algorithm"]["class_name"] == "PPO"
+    back, apart = ilc.split_agent_config(trained)
+    assert back == task and list(back["algorithm"]) == list(task["algorithm"]) and apart == only
 
 
 @pytest.mark.parametrize(
@@ -191,6 +223,18 @@ def test_task_ids_come_from_the_registry_and_a_2x_id_names_its_3_0_id() -> None:
         backend.check_profile(OLD_FLAT)
     with pytest.raises(ConfigError, match="not an Isaac Lab task id"):
         backend.check_profile("cpu")
+    backend.check_profile(CONTRIB_FLAT)  # contrib ids are Isaac Lab task ids too (checked in the registry later)
+    velocity = SimpleNamespace(commands=SimpleNamespace(base_velocity=object()))
+    ilc.check_velocity_task(CONTRIB_FLAT, velocity, registered)
+    with pytest.raises(
+        ConfigError, match=r"^profile=Isaac-Cartpole-Direct: not an Isaac Lab velocity task .*Rough-Any"
+    ):
+        ilc.check_velocity_task("Isaac-Cartpole-Direct", SimpleNamespace(), registered)
+    assert ilc.velocity_tasks([*registered, CONTRIB_FLAT, "IsaacContrib-Cartpole"]) == [
+        FLAT,
+        "Isaac-Velocity-Rough-AnymalD",
+        CONTRIB_FLAT,
+    ]
     with pytest.raises(ConfigError, match=f"registers it as {FLAT}"):
         validation.validate(config.load("anymal_d_flat", {"profile": OLD_FLAT}, has_gpu=True))
     assert not isaac_modules_loaded()
@@ -273,7 +317,7 @@ def test_success_needs_no_fall_and_mean_errors_under_both_thresholds() -> None:
             assert not tracker.update(command, v, running, no_fall).any()
         # the on-track share a checkpoint reads is the same rule applied to the episodes under way (no fall yet)
         on_track = tracker.on_track(100)
-        assert (tracker.on_track(101), tracker.on_track(100, n=2)) == (None, 1.0)
+        assert tracker.on_track(101) is None
         reset_state = torch.full((5, 3), 99.0)  # a finished env already shows its next episode: ignored
         success = tracker.update(command, reset_state, torch.ones(5), torch.tensor([False, True, False, False, False]))
     assert success.tolist() == [True, False, False, False, True]
@@ -286,17 +330,29 @@ def test_success_needs_no_fall_and_mean_errors_under_both_thresholds() -> None:
 
 
 class FakeWrapper:
-    """Stands in for ``RslRlVecEnvWrapper``: ``n`` envs, 2 actions; tests set dones / time-outs / terminations."""
+    """Stands in for ``RslRlVecEnvWrapper``: ``n`` envs, 3 observations, 2 actions; the robot tracks its command
+    perfectly; tests set which envs end (``dones``, per step) and how (time-out or termination)."""
 
     def __init__(self, n: int = 4) -> None:
         self.num_envs, self.num_actions, self.max_episode_length, self.device, self.cfg = n, 2, 1000, "cpu", None
         self.episode_length_buf = torch.zeros(n, dtype=torch.long)
         self.dones = torch.zeros(n, dtype=torch.long)
+        self.schedule: dict[int, torch.Tensor] = {}
+        """Step number -> dones of that step (overrides ``dones``)."""
+        command = SimpleNamespace(
+            command=torch.tensor([[1.0, 0.0, 0.0]]).repeat(n, 1), cfg=SimpleNamespace(asset_name="r")
+        )
+        data = SimpleNamespace(
+            root_lin_vel_b=SimpleNamespace(torch=torch.tensor([[1.0, 0.0, 0.0]]).repeat(n, 1)),
+            root_ang_vel_b=SimpleNamespace(torch=torch.zeros(n, 3)),
+        )
         self.unwrapped = SimpleNamespace(
             step_dt=0.02,
             reset_terminated=torch.zeros(n, dtype=torch.bool),
             reset_time_outs=torch.zeros(n, dtype=torch.bool),
             reset=self._reset,
+            command_manager=SimpleNamespace(get_term=lambda name: command),
+            scene={"r": SimpleNamespace(data=data)},
         )
         self.actions: list[torch.Tensor] = []
         self.seeds: list[int] = []
@@ -311,93 +367,206 @@ class FakeWrapper:
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         self.actions.append(actions)
+        dones = self.schedule.get(len(self.actions), self.dones).clone()
         extras = {"time_outs": self.unwrapped.reset_time_outs.clone(), "log": {}}
-        return self.get_observations(), torch.ones(self.num_envs), self.dones.clone(), extras
+        return self.get_observations(), torch.ones(self.num_envs), dones, extras
 
     def close(self) -> None:
         self.closed = True
 
 
-def fake_scene(n: int = 4) -> il._Scene:
-    command = torch.tensor([[1.0, 0.0, 0.0]]).repeat(n, 1)
-    tracker = il.SuccessTracker(n, "cpu")
-    return il._Scene((FLAT, "cpu", "[]"), FakeWrapper(n), tracker, lambda: (command, command), training_seed=7)
+def fake_env(n: int = 4, panel: bool = False) -> il.IsaacLabEnv:
+    return il.IsaacLabEnv(FakeWrapper(n), None, "NewtonCfg/NewtonMJWarpManager", panel=panel)
 
 
-def test_a_view_pads_actions_and_slices_everything_it_returns() -> None:
-    scene = fake_scene(4)
-    view = il.IsaacLabEnv(scene, 2, owner=False)
-    assert (view.num_envs, view.num_actions, view.control_dt_s, view.max_episode_length) == (2, 2, 0.02, 1000)
-    scene.wrapper.dones = torch.tensor([1, 1, 0, 0])
-    scene.wrapper.unwrapped.reset_time_outs = torch.tensor([True, False, False, False])
-    scene.wrapper.unwrapped.reset_terminated = torch.tensor([False, True, False, False])
-    obs, rewards, dones, extras = view.step(torch.ones(2, 2))
-    sent = scene.wrapper.actions[-1]
-    assert sent.shape == (4, 2) and sent[:2].eq(1).all() and sent[2:].eq(0).all()
-    assert obs.batch_size == torch.Size([2]) and rewards.shape == (2,) and dones.tolist() == [1, 1]
-    assert extras["time_outs"].tolist() == [True, False] and extras["success"].tolist() == [True, False]
+#: A deterministic policy of the fake's sizes (3 observations -> 2 actions), as a pass evaluates it.
+ZERO_POLICY = MlpPolicy(torch.zeros(3), torch.ones(3), 0.0, ((torch.zeros(2, 3), torch.zeros(2)),), "elu")
+
+
+def test_the_env_steps_and_adds_time_outs_and_success() -> None:
+    env = fake_env(4)
+    assert (env.num_envs, env.num_actions, env.control_dt_s, env.max_episode_length) == (4, 2, 0.02, 1000)
+    env.wrapper.dones = torch.tensor([1, 1, 0, 0])
+    env.wrapper.unwrapped.reset_time_outs = torch.tensor([True, False, False, False])
+    env.wrapper.unwrapped.reset_terminated = torch.tensor([False, True, False, False])
+    obs, rewards, dones, extras = env.step(torch.ones(4, 2))
+    assert obs.batch_size == torch.Size([4]) and rewards.shape == (4,) and dones.tolist() == [1, 1, 0, 0]
+    assert extras["time_outs"].tolist() == [True, False, False, False]
+    assert extras["success"].tolist() == [True, False, False, False]  # the terminated one fell
     assert "log" in extras  # Isaac Lab's own extras pass through
-    view.episode_length_buf = torch.tensor([5, 6])
-    assert scene.wrapper.episode_length_buf.tolist() == [5, 6, 0, 0]
+    env.episode_length_buf = torch.tensor([5, 6, 7, 8])  # what rsl-rl's random start writes
+    assert env.wrapper.episode_length_buf.tolist() == [5, 6, 7, 8]
 
 
-def test_the_on_track_share_reads_the_envs_of_the_view_under_way() -> None:
-    scene = fake_scene(4)
-    scene.tracker.steps = torch.tensor([120.0, 120.0, 30.0, 120.0])
-    scene.tracker.err_xy_sum = torch.tensor([12.0, 120.0, 0.0, 0.0])  # 0.1 and 1.0 m/s on average
-    scene.tracker.err_yaw_sum = torch.zeros(4)
-    assert il.IsaacLabEnv(scene, 4, owner=True).on_track_share(100) == 2 / 3
-    assert il.IsaacLabEnv(scene, 2, owner=False).on_track_share(100) == 1 / 2
-    assert il.IsaacLabEnv(scene, 4, owner=True).on_track_share(200) is None
+def test_the_on_track_share_reads_the_envs_under_way() -> None:
+    env = fake_env(4)
+    env.tracker.steps = torch.tensor([120.0, 120.0, 30.0, 120.0])
+    env.tracker.err_xy_sum = torch.tensor([12.0, 120.0, 0.0, 0.0])  # 0.1 and 1.0 m/s on average
+    env.tracker.err_yaw_sum = torch.zeros(4)
+    assert env.on_track_share(100) == 2 / 3
+    assert env.on_track_share(200) is None
 
 
-def test_reset_with_seeds_reseeds_the_scene_with_the_panel_and_evaluate_runs_on_the_view() -> None:
-    scene = fake_scene(4)
-    view = il.IsaacLabEnv(scene, 2, owner=False)
-    scene.tracker.steps = torch.full((4,), 7.0)
-    obs = view.reset_with_seeds(panel_seeds(2))
-    assert scene.wrapper.seeds == [2**31] and obs["policy"].shape == (2, 3) and scene.tracker.steps.eq(0).all()
-    with pytest.raises(ValueError, match="2 seeds"):
-        view.reset_with_seeds(panel_seeds(3))
-
-    class ZeroPolicy(torch.nn.Module):
-        def forward(self, td: TensorDict) -> torch.Tensor:
-            return torch.zeros(td.batch_size[0], 2)
-
-    scene.wrapper.dones = torch.ones(4, dtype=torch.long)
-    scene.wrapper.unwrapped.reset_time_outs = torch.ones(4, dtype=torch.bool)
-    result = evaluate(ZeroPolicy(), view, panel_seeds(2))
-    assert result.episodes == 2 and result.successes == 2  # the fake tracks its command perfectly
+def test_a_training_scene_is_never_reset_with_held_out_seeds() -> None:
+    env = fake_env(4)
+    with pytest.raises(RuntimeError, match="never reset with held-out seeds"):
+        env.reset_with_seeds(panel_seeds(4))
+    with pytest.raises(RuntimeError, match="never reset with held-out seeds"):
+        evaluate(ZERO_POLICY, env, panel_seeds(4))
+    env.warm_up()  # the trial's compile phase: the task's trainer takes no step before its first rollout either
+    assert env.wrapper.seeds == [] and env.wrapper.actions == []
+    panel = fake_env(4, panel=True)
+    panel.warm_up()  # a panel is reset before every pass: a step to load what a first step loads costs nothing
+    assert len(panel.wrapper.actions) == 1
 
 
-def test_training_after_an_evaluation_reseeds_from_the_training_stream_once() -> None:
-    scene = fake_scene(4)
-    train, view = il.IsaacLabEnv(scene, 4, owner=True), il.IsaacLabEnv(scene, 2, owner=False)
-    train.step(torch.zeros(4, 2))
-    assert scene.wrapper.seeds == []  # no evaluation yet: nothing to undo
-    for k in (1, 2):
-        view.reset_with_seeds(panel_seeds(2))
-        view.step(torch.zeros(2, 2))  # the panel's own steps never reseed
-        train.step(torch.zeros(4, 2))
-        train.step(torch.zeros(4, 2))
-        assert scene.wrapper.seeds[-2:] == [2**31, il.training_reseed(7, k)]
-    assert len(scene.wrapper.seeds) == 4 and all(seed < 2**31 for seed in scene.wrapper.seeds[1::2])
+class Stepped(il.IsaacLabEnv):
+    """The same env without its own pass loop: evaluate steps it from Python, one control step at a time."""
+
+    def policy_steps(self, policy: MlpPolicy, steps: int) -> None:
+        return None
 
 
-def test_make_env_returns_a_view_of_the_process_scene_and_only_the_owner_closes_it(monkeypatch) -> None:
-    scene = fake_scene(4)
-    monkeypatch.setattr(il, "_SCENE", scene)
-    backend = get_backend("isaaclab")
-    view = backend.make_env(2, 1, "cpu", FLAT)
-    assert view.num_envs == 2 and not view._owner
-    with pytest.raises(ConfigError, match="eval_episodes"):
-        backend.make_env(8, 1, "cpu", FLAT)
-    with pytest.raises(ConfigError, match="already hosts"):
-        backend.make_env(2, 1, "cpu", FLAT, physics_preset="newton_mjwarp")
-    view.close()
-    assert not scene.wrapper.closed and il._SCENE is scene
-    il.IsaacLabEnv(scene, 4, owner=True).close()
-    assert scene.wrapper.closed and il._SCENE is None
+def test_a_panel_pass_in_policy_steps_counts_as_evaluate_counts_step_by_step() -> None:
+    results = []
+    for cls in (il.IsaacLabEnv, Stepped):
+        panel = cls(FakeWrapper(4), None, "NewtonCfg/NewtonMJWarpManager", panel=True)
+        w = panel.wrapper
+        w.unwrapped.reset_time_outs = torch.tensor([True, False, True, True])
+        w.unwrapped.reset_terminated = torch.tensor([False, True, False, False])
+        w.schedule = {20: torch.tensor([1, 1, 0, 0]), 60: torch.tensor([0, 0, 1, 0]), 70: torch.tensor([1, 0, 0, 1])}
+        w.max_episode_length = panel.max_episode_length = 80
+        panel.tracker.err_xy_sum = torch.full((4,), 500.0)  # left over from before: the reset must forget it
+        results.append(evaluate(ZERO_POLICY, panel, panel_seeds(4)))
+        assert w.seeds == [2**31]  # reseeded with the panel's first seed, once
+    fused, stepped = results
+    # env 1 fell; env 0's second end is ignored (a loop of whole stretches may simulate more steps: no count changes)
+    assert (fused.successes, fused.episodes, fused.failures) == (stepped.successes, stepped.episodes, None)
+    assert (fused.successes, fused.episodes) == (3, 4)
+
+
+def test_make_env_refuses_a_second_scene_in_one_process(monkeypatch) -> None:
+    env = fake_env(4)
+    monkeypatch.setattr(il, "_SCENE", env)
+    with pytest.raises(ConfigError, match="one simulation per process"):
+        get_backend("isaaclab").make_env(2, 1, "cpu", FLAT)
+    env.close()
+    assert env.wrapper.closed and il._SCENE is None
+
+
+class FakeProcess:
+    """Stands in for the panel process: records the requests and answers as the child does."""
+
+    def __init__(self, n: int = 4) -> None:
+        self.info = {"num_envs": n, "num_actions": 2, "max_episode_length": 80, "control_dt_s": 0.02, "physics": "N"}
+        self.requests: list[tuple[str, Any]] = []
+
+    def request(self, kind: str, payload: Any = None) -> Any:
+        self.requests.append((kind, payload))
+        n = self.info["num_envs"]
+        return (
+            (torch.ones(n, dtype=torch.bool).numpy(), torch.ones(n, dtype=torch.bool).numpy())
+            if kind == "steps"
+            else None
+        )
+
+
+def test_the_panel_env_sends_held_out_seeds_and_the_policy_once_per_pass() -> None:
+    process = FakeProcess(4)
+    panel = ile.PanelEnv(process)  # type: ignore[arg-type]
+    assert (panel.num_envs, panel.max_episode_length, panel.device) == (4, 80, "cpu")
+    with pytest.raises(ValueError, match="held-out seeds"):
+        panel.reset_with_seeds([0, 1, 2, 3])
+    with pytest.raises(RuntimeError, match="its own process"):
+        panel.step(torch.zeros(4, 2))
+    for _ in range(2):
+        result = evaluate(ZERO_POLICY, panel, panel_seeds(4))
+        assert (result.successes, result.episodes) == (4, 4)
+    kinds = [kind for kind, _ in process.requests]
+    assert kinds == ["reset", "steps", "reset", "steps"] and process.requests[0][1] == panel_seeds(4)
+    panel.reset_with_seeds(panel_seeds(4))
+    panel.policy_steps(ZERO_POLICY, 10)
+    panel.policy_steps(ZERO_POLICY, 10)
+    sent = [payload[0] for kind, payload in process.requests if kind == "steps"]
+    assert sent[-2] is not None and sent[-1] is None  # the weights travel once per pass
+
+    weights = MlpPolicy(torch.randn(3), torch.rand(3) + 0.5, 1e-2, ((torch.randn(5, 3), torch.randn(5)),), "tanh")
+    again = ile.policy_from_arrays(ile.policy_arrays(weights), "cpu")
+    obs = torch.randn(7, 3)
+    assert torch.equal(again(obs), weights(obs))
+
+
+def test_the_panel_process_relays_its_failure_in_one_line_and_ends(monkeypatch) -> None:
+    """A real child process. Its scene cannot build (no Isaac Lab here, or no Isaac Sim for PhysX in the Isaac Lab
+    env): the reason comes back in one line and the child is ended. A child that dies: its output's tail is quoted."""
+    ended: list[int | None] = []
+    close = ile.PanelProcess.close
+
+    def recorded(self: ile.PanelProcess) -> None:
+        close(self)
+        ended.append(self.proc.returncode)
+
+    monkeypatch.setattr(ile.PanelProcess, "close", recorded)
+    spec = {"task": FLAT, "num_envs": 4, "device": "cpu", "knobs": {"physics_preset": "physx"}}
+    with pytest.raises(RuntimeError, match=r"^held-out panel process, build: (MissingExtraError|ConfigError): "):
+        ile.PanelProcess(("key",), spec)
+    assert ended == [0]  # asked to close, it exited
+
+    process = ile.PanelProcess.__new__(ile.PanelProcess)
+    process.proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"])
+    process.log = tempfile.TemporaryFile()  # noqa: SIM115 (closed by process.close)
+    process.log.write(b"Traceback (most recent call last):\nlast words\n")
+    ours, theirs = socket.socketpair()
+    process.conn = Connection(ours.detach())
+    process.proc.wait()
+    with pytest.raises(
+        RuntimeError, match=r"reset: the held-out panel's process ended \(3\); its output ends: .*last words"
+    ):
+        process.request("reset", [2**31])
+    theirs.close()
+    process.close()
+
+
+def test_episodes_start_at_random_lengths_once_as_rsl_rl_does() -> None:
+    from sweep.trial.learner import _stock_chunk, random_episode_start
+
+    env = SimpleNamespace(episode_length_buf=torch.zeros(512, dtype=torch.long), max_episode_length=50)
+    random_episode_start(env)
+    buf = env.episode_length_buf
+    assert buf.min() >= 0 and buf.max() < 50 and len(buf.unique()) > 25
+
+    calls: list[bool] = []
+    runner = SimpleNamespace(
+        alg=SimpleNamespace(update=lambda: {}),
+        learn=lambda n, init_at_random_ep_len=False: calls.append(init_at_random_ep_len),
+    )
+    chunk = _stock_chunk(runner, PhaseClock(), random_start=True)
+    chunk(2)
+    chunk(2)
+    assert calls == [True, False]  # the trial's chunks are one training run: one random start
+
+
+def test_saved_configs_are_compared_leaf_by_leaf_except_what_drives_the_run() -> None:
+    ours = {"seed": 1, "max_iterations": 300, "actor": {"obs_normalization": False, "hidden_dims": [128, 128]}}
+    theirs = {"seed": 1, "max_iterations": 2, "actor": {"obs_normalization": False, "hidden_dims": [128, 128]}}
+    assert ilc.params_differences("agent", ours, theirs) == {}
+    theirs["actor"] = {"obs_normalization": True, "hidden_dims": [128, 128], "extra": {}}
+    assert ilc.params_differences("agent", ours, theirs) == {
+        "actor.extra": ("<absent>", {}),
+        "actor.obs_normalization": (False, True),
+    }
+    assert ilc.params_differences("env", {"log_dir": None, "seed": 1}, {"log_dir": "/x", "seed": 2}) == {"seed": (1, 2)}
+
+
+def test_saved_params_read_back_with_their_tuples_and_slices(tmp_path) -> None:
+    data = {"std_range": (1e-6, 1e6), "ids": slice(None, None, None), "nested": {"empty": {}, "list": [1, 2]}}
+    ilc.write_params(tmp_path / "params" / "agent.yaml", data)
+    text = (tmp_path / "params" / "agent.yaml").read_text()
+    assert "!!python/tuple" in text and "builtins.slice" in text  # as Isaac Lab's dump_yaml writes them
+    assert ilc.read_params(tmp_path / "params" / "agent.yaml") == data
+    (tmp_path / "evil.yaml").write_text("x: !!python/object/apply:os.system ['true']\n")
+    with pytest.raises(yaml.YAMLError):
+        ilc.read_params(tmp_path / "evil.yaml")
 
 
 # -- without Isaac Lab ------------------------------------------------------------------------------------------
@@ -437,7 +606,28 @@ def test_backend_facts_come_from_isaac_labs_velocity_env() -> None:
 # -- recommended.yaml's isaaclab section --------------------------------------------------------------------------
 
 
-def test_export_keeps_declared_fields_in_agent_and_env_and_the_rest_apart() -> None:
+#: What Isaac Lab 3.0's trainer saved for the flat ANYmal-D task (params/agent.yaml of a real run): a task's agent
+#: config as Isaac Lab's to_dict gives it, to stand in for one without Isaac Lab.
+ISAAC_AGENT = ROOT / "benchmarks" / "data" / "isaaclab_h200" / "train_agent.yaml"
+
+
+def recorded_trial(tmp_path, cfg: TrialConfig) -> Any:
+    """A trial folder holding the agent config a trial of ``cfg`` recorded (the task's, with the trial's overrides)."""
+    agent = ilc.read_params(ISAAC_AGENT)
+    fields, _ = ilc.flag_settings(perf.resolve(cfg.flags))
+    agent.update(seed=cfg.seed, num_steps_per_env=cfg.num_steps_per_env, max_iterations=300)
+    agent["algorithm"].update(num_mini_batches=cfg.num_mini_batches, num_learning_epochs=cfg.num_learning_epochs)
+    for path, value in fields.items():
+        head, _, leaf = path.partition(".")
+        if leaf:
+            agent[head][leaf] = value
+        else:
+            agent[head] = value
+    ilc.write_params(tmp_path / ilc.PARAMS_DIR / "agent.yaml", agent)
+    return tmp_path
+
+
+def test_export_is_isaac_labs_agent_config_with_the_override_line_and_the_rest_apart(tmp_path) -> None:
     flags = {"fused_optimizer": True, "fast_finite_check": True, "torch_compile": "default", "bf16_update": True}
     options = {"physics_preset": "physx", "gpu_max_num_partitions": 16}
     cfg = TrialConfig(
@@ -449,28 +639,39 @@ def test_export_keeps_declared_fields_in_agent_and_env_and_the_rest_apart() -> N
         flags=flags,
         backend_options=options,
     )
-    section = get_backend("isaaclab").export_section(cfg, implied_agent_config(cfg))["isaaclab"]
-    expected = ilc.overrides(8192, 12, 5, options, num_mini_batches=4, num_learning_epochs=5)
+    backend = get_backend("isaaclab")
+    trained = backend.agent_config(cfg, perf.resolve(flags), recorded_trial(tmp_path, cfg))  # read back, no Isaac Lab
+    assert trained["algorithm"]["class_name"] == "sweep.perf.ppo:FastPPO" and trained["check_for_nan"] is False
+    out = backend.export_section(cfg, trained)
+    section = out["isaaclab"]
+    fields = {"torch_compile_mode": "default", "check_for_nan": False, "algorithm.use_mixed_precision": True}
+    expected = ilc.overrides(8192, 12, 5, options, agent=fields, num_mini_batches=4, num_learning_epochs=5)
     assert section["task"] == FLAT and section["override"] == " ".join(expected)
     assert section["command"] == f"python -m isaaclab train --rl_library rsl_rl --task {FLAT} {section['override']}"
     agent = section["agent"]
-    assert set(agent) <= ilc.RUNNER_FIELDS and "save_interval" not in agent
-    assert set(agent["algorithm"]) <= ilc.ALGORITHM_FIELDS and agent["algorithm"]["class_name"] == "PPO"
-    assert set(agent["actor"]) <= ilc.MODEL_FIELDS and set(agent["critic"]) <= ilc.MODEL_FIELDS
+    assert out["agent"] == agent  # recommended.yaml's agent section is Isaac Lab's config
+    assert agent == ilc.plain(ilc.read_params(tmp_path / ilc.PARAMS_DIR / "agent.yaml"))
+    assert set(agent) <= ilc.RUNNER_FIELDS and set(agent["algorithm"]) <= ilc.ALGORITHM_FIELDS
+    assert agent["actor"]["obs_normalization"] is False and agent["init_at_random_ep_len"] is True  # the task's
+    assert agent["check_for_nan"] is False and agent["torch_compile_mode"] == "default"  # flags: Isaac Lab fields
+    assert agent["algorithm"]["use_mixed_precision"] is True and agent["algorithm"]["class_name"] == "PPO"
     assert agent["num_steps_per_env"] == 12 and agent["seed"] == 5 and agent["algorithm"]["num_mini_batches"] == 4
     assert section["env"] == {"scene": {"num_envs": 8192}, "sim": {"physics": {"gpu_max_num_partitions": 16}}}
     extra = section["rsl_rl_only"]
-    assert extra["check_for_nan"] is False and extra["torch_compile_mode"] == "default"
-    assert extra["algorithm.use_mixed_precision"] is True and extra["algorithm.class_name"] == "sweep.perf.ppo:FastPPO"
-    assert extra["perf_flags"]["fused_optimizer"] is True and "algorithm.perf_flags" in extra
-    assert yaml.safe_load(yaml.safe_dump(section)) == section
+    assert extra["algorithm.class_name"] == "sweep.perf.ppo:FastPPO" and "algorithm.perf_flags" in extra
+    assert extra["perf_flags"]["fused_optimizer"] is True and "Isaac Lab's trainer" in extra["how"]
+    assert not {"check_for_nan", "torch_compile_mode", "algorithm.use_mixed_precision"} & set(extra)
+    assert yaml.safe_load(yaml.safe_dump(out)) == out
 
 
-def test_export_without_isaac_only_knobs_sets_only_the_scene() -> None:
+def test_export_without_isaac_only_knobs_sets_only_the_scene(tmp_path) -> None:
     cfg = TrialConfig(backend="isaaclab", profile=FLAT, num_envs=2048, num_steps_per_env=48)
-    section = get_backend("isaaclab").export_section(cfg, implied_agent_config(cfg))["isaaclab"]
+    backend = get_backend("isaaclab")
+    agent = backend.agent_config(cfg, perf.resolve({}), recorded_trial(tmp_path, cfg))
+    section = backend.export_section(cfg, agent)["isaaclab"]
     assert section["env"] == {"scene": {"num_envs": 2048}} and section["physics_preset"] == "newton_mjwarp"
-    assert section["rsl_rl_only"]["check_for_nan"] is True and "torch_compile_mode" not in section["rsl_rl_only"]
+    assert "agent.check_for_nan" not in section["override"] and set(section["rsl_rl_only"]) == {"how", "perf_flags"}
+    assert not isaac_modules_loaded()
 
 
 # -- the search space -------------------------------------------------------------------------------------------
@@ -481,7 +682,6 @@ def test_the_anymal_space_validates_without_isaac_lab() -> None:
     assert cfg.backend == "isaaclab" and cfg.profile == FLAT
     options = ilc.check_knobs(cfg.backend_options)
     assert options["physics_preset"] == "newton_mjwarp" and options["asset_root"] is None
-    assert min(cfg.knobs.num_envs) >= cfg.target.eval_episodes  # evaluation runs on the training scene
     assert max(cfg.knobs.num_steps_per_env) * il.CONTROL_DT_S <= cfg.constraints.max_update_period_s
     params = {**{name: values[0] for name, values in space.choices(cfg).items()}, **cfg.search.initial[0]}
     first = space.trial_config(params, cfg, cfg.profile, seed=1, cap_s=60.0)
@@ -505,15 +705,13 @@ def test_sweep_run_stops_before_starting_anything_without_isaac_lab(monkeypatch)
 
 @pytest.mark.isaaclab
 @needs_isaaclab
-def test_exported_agent_fields_are_declared_by_isaac_labs_config_classes() -> None:
+def test_the_fields_sweep_takes_for_isaac_labs_are_declared_by_its_config_classes() -> None:
     from dataclasses import fields
 
     from isaaclab_rl.rsl_rl import RslRlOnPolicyRunnerCfg, RslRlPpoAlgorithmCfg
 
-    cfg = TrialConfig(backend="isaaclab", profile=FLAT)
-    section = get_backend("isaaclab").export_section(cfg, implied_agent_config(cfg))["isaaclab"]
-    assert set(section["agent"]) <= {f.name for f in fields(RslRlOnPolicyRunnerCfg)}
-    assert set(section["agent"]["algorithm"]) <= {f.name for f in fields(RslRlPpoAlgorithmCfg)}
+    assert {f.name for f in fields(RslRlOnPolicyRunnerCfg)} == ilc.RUNNER_FIELDS
+    assert {f.name for f in fields(RslRlPpoAlgorithmCfg)} == ilc.ALGORITHM_FIELDS
 
 
 @pytest.fixture(scope="module")
@@ -549,20 +747,36 @@ def test_preflight_lists_every_missing_asset_before_anything_runs(tmp_path) -> N
     assert "Traceback" not in proc.stderr and "worker(s)" not in proc.stdout  # stopped before Ray started
 
 
+class ZeroActor(torch.nn.Module):
+    """rsl-rl's plain MLP actor shape (48 observations -> 12 actions) with zero weights: stands still."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.obs_groups = ["policy"]
+        self.obs_normalizer = torch.nn.Identity()
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(48, 12))
+        torch.nn.init.zeros_(self.mlp[0].weight)
+        torch.nn.init.zeros_(self.mlp[0].bias)
+
+
 @pytest.mark.isaaclab
 @needs_isaaclab
-def test_a_flat_anymal_honours_the_task_env_contract_and_evaluates_on_the_panel(asset_root) -> None:
+def test_the_task_trains_with_its_own_config_and_its_panel_never_touches_the_training_scene(asset_root) -> None:
+    from sweep.trial.learner import build_learner
+
     backend = get_backend("isaaclab")
     knobs = {"asset_root": asset_root, "env": {"episode_length_s": 1.0}}
     backend.preflight(FLAT, knobs)  # every asset the task loads is under the stand-in root
     device = "cuda" if torch.cuda.is_available() else "cpu"
     env = backend.make_env(32, 1, device, FLAT, **knobs)
-    view = backend.make_env(16, 1, device, FLAT, **knobs)
-    unwrapped = env._scene.wrapper.unwrapped
-    seeds: list[int] = []
+    unwrapped = env.wrapper.unwrapped
+    resets: list[Any] = []
     reset = unwrapped.reset
-    unwrapped.reset = lambda seed=None, **kw: (seeds.append(seed), reset(seed=seed, **kw))[1]
+    unwrapped.reset = lambda seed=None, **kw: (resets.append(seed), reset(seed=seed, **kw))[1]
     try:
+        assert (
+            env.physics == "NewtonCfg/NewtonMJWarpManager" and type(unwrapped.sim.cfg.physics).__name__ == "NewtonCfg"
+        )
         assert env.get_observations()["policy"].shape == (32, 48) and env.num_actions == 12
         assert env.control_dt_s == pytest.approx(0.02) and env.max_episode_length == 50
         obs, rewards, dones, extras = env.step(torch.zeros(32, env.num_actions, device=env.device))
@@ -571,34 +785,142 @@ def test_a_flat_anymal_honours_the_task_env_contract_and_evaluates_on_the_panel(
         assert rewards.isfinite().all()
         assert 0 <= env.on_track_share(1) <= 1 and env.on_track_share(51) is None  # no episode runs past 50 steps
 
-        class ZeroPolicy(torch.nn.Module):
-            def forward(self, td: TensorDict) -> torch.Tensor:
-                return torch.zeros(td.batch_size[0], 12, device=device)
+        # the task's own agent config, as Isaac Lab's trainer builds it, and its random episode start
+        cfg = TrialConfig(backend="isaaclab", profile=FLAT, num_envs=32, num_steps_per_env=12, device=device)
+        cfg.backend_options = knobs
+        flags = perf.resolve({})
+        train_cfg = backend.agent_config(cfg, flags)
+        assert train_cfg["actor"]["obs_normalization"] is False and train_cfg["num_steps_per_env"] == 12
+        assert train_cfg["init_at_random_ep_len"] is True and train_cfg["experiment_name"] == "anymal_d_flat"
+        assert train_cfg["device"] == il.agent_device(device) and train_cfg["seed"] == 1
+        assert "stochastic" not in train_cfg["actor"]  # Isaac Lab's handle_deprecated_rsl_rl_cfg ran
+        assert len(env.episode_length_buf.unique()) == 1  # every env started together
+        trainer, _ = build_learner(cfg, env, device, flags, PhaseClock(), train_cfg=train_cfg)
+        assert trainer(1) == 1
+        assert len(env.episode_length_buf.unique()) > 5  # spread by the random start before the first rollout
 
-        result = evaluate(ZeroPolicy(), view, panel_seeds(16))
-        assert result.episodes == 16 and 0 <= result.successes <= 16
-        env.step(torch.zeros(32, env.num_actions, device=env.device))  # training resumes: reseeded from its stream
-        assert seeds == [2**31, il.training_reseed(1, 1)]
-        env.synchronize()
+        # the held-out panel: its own scene in its own process, reseeded with the panel's seeds
+        before = {"buf": env.episode_length_buf.clone(), "obs": env.get_observations()["policy"].clone()}
+        panel = backend.make_eval_env(16, 1, device, FLAT, **knobs)
+        assert isinstance(panel, ile.PanelEnv) and panel.physics == env.physics and panel.num_envs == 16
+        results = [evaluate(ZeroActor(), panel, panel_seeds(16)) for _ in range(2)]
+        assert results[0].episodes == 16 and 0 <= results[0].successes <= 16
+        assert results[0] == results[1]  # one panel: the same seeds, the same policy, the same verdict
+        assert backend.make_eval_env(16, 1, device, FLAT, **knobs)._process is panel._process  # kept per worker
+        assert resets == []  # the training scene was neither reseeded nor reset ...
+        assert torch.equal(env.episode_length_buf, before["buf"])  # ... nor stepped
+        assert torch.equal(env.get_observations()["policy"], before["obs"])
+        assert trainer(1) == 1  # and training goes on where it stopped
     finally:
-        view.close()
         env.close()
+        ile._close_panel()
 
 
 @pytest.mark.isaaclab
 @needs_isaaclab
-def test_one_real_isaac_lab_trial_trains_evaluates_and_writes_its_ledger(asset_root, tmp_path) -> None:
-    knobs = f"profile={FLAT} num_envs=16 num_steps_per_env=12 eval_episodes=16 eval_every_steps=24 device=cpu"
-    args = [*knobs.split(), "target=1.0", "cap_s=90", f"backend_options.asset_root={asset_root}", *CPU_OPTIONS]
-    proc = run_module("sweep.trial", "backend=isaaclab", *args, f"out={tmp_path}", cwd=tmp_path, timeout=400)
+def test_a_contrib_task_runs_the_chosen_newton_preset_and_other_ids_are_one_line(asset_root) -> None:
+    backend = get_backend("isaaclab")
+    knobs = {"asset_root": asset_root, "env": {"episode_length_s": 1.0}}
+    _, default_cfg, _ = il._task_configs(CONTRIB_FLAT, [])
+    assert "Physx" in type(default_cfg.sim.physics).__name__  # left alone, the contrib flat task runs PhysX
+    backend.preflight(CONTRIB_FLAT, knobs)
+    env = backend.make_env(8, 1, "cpu", CONTRIB_FLAT, **knobs)
+    try:
+        assert env.physics == "NewtonCfg/NewtonMJWarpManager"
+        assert type(env.wrapper.unwrapped.sim.cfg.physics).__name__ == "NewtonCfg"
+        assert env.step(torch.zeros(8, env.num_actions))[1].isfinite().all()
+    finally:
+        env.close()
+    for task in ("Isaac-Cartpole", "IsaacContrib-Velocity-Flat-AnymalC-Direct"):
+        with pytest.raises(ConfigError, match=f"^profile={task}: not an Isaac Lab velocity task"):
+            backend.preflight(task, knobs)
+    with pytest.raises(ConfigError, match=r"^profile=Isaac-Velocity-Flat-Nowhere: not a registered Isaac Lab task"):
+        backend.preflight("Isaac-Velocity-Flat-Nowhere", knobs)
+
+
+#: The real trial the next two tests read: a swept knob off the task's value (2 mini-batches, the task has 4) and a
+#: perf flag that acts through a field of Isaac Lab's config (check_for_nan) as well as outside it (FastPPO).
+TRIAL_ARGS = (
+    f"profile={FLAT}",
+    "num_envs=16",
+    "num_steps_per_env=12",
+    "num_mini_batches=2",
+    "flags.fast_finite_check=true",
+    "eval_episodes=16",
+    "eval_every_steps=24",
+    "device=cpu",
+    "target=1.0",
+    "cap_s=60",
+    *CPU_OPTIONS,
+)
+
+
+@pytest.fixture(scope="module")
+def real_trial(asset_root, tmp_path_factory) -> tuple[Any, Any]:
+    """(the finished process, its out folder) of one ``python -m sweep.trial`` on Isaac Lab."""
+    out = tmp_path_factory.mktemp("isaac-trial")
+    args = [*TRIAL_ARGS, f"backend_options.asset_root={asset_root}", f"out={out}"]
+    return run_module("sweep.trial", "backend=isaaclab", *args, cwd=out, timeout=400), out
+
+
+@pytest.mark.isaaclab
+@needs_isaaclab
+def test_one_real_isaac_lab_trial_trains_evaluates_and_writes_its_ledger(real_trial) -> None:
+    proc, out = real_trial
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
-    rows = read_rows(tmp_path / "ledger.jsonl")
+    rows = read_rows(out / "ledger.jsonl")
     checkpoints = [r for r in rows if r["state"] == "running"]
     assert checkpoints and checkpoints[0]["iteration"] >= 2 and checkpoints[0]["eval_episodes"] == 16
     assert all(0 <= r["success"] <= 1 and r["success_lo"] <= r["success"] <= r["success_hi"] for r in checkpoints)
     assert rows[-1]["state"] in ("capped", "reached") and rows[-1]["env_steps"] == rows[-1]["iteration"] * 16 * 12
     assert rows[-1]["phases_s"]["eval"] > 0 and rows[-1]["billable_s"] >= sum(checkpoints[-1]["phases_s"].values()) - 1
+    assert rows[-1]["startup_parts_s"]["eval_env"] > 0  # the panel process's start, billed to the trial
     assert rows[-1]["params"]["backend"] == "isaaclab" and rows[-1]["seed"] == 1
+    assert {p.name for p in (out / "trials" / "0000" / ilc.PARAMS_DIR).iterdir()} == {"agent.yaml", "env.yaml"}
+
+
+@pytest.mark.isaaclab
+@needs_isaaclab
+def test_the_exported_line_in_isaac_labs_trainer_saves_the_configs_the_trial_trained_with(
+    real_trial, asset_root, tmp_path
+) -> None:
+    from sweep.cli import parse_overrides
+    from sweep.report.export import implied_agent_config
+    from sweep.trial.cli import config_from_overrides
+
+    proc, out = real_trial
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    args = ["backend=isaaclab", *TRIAL_ARGS, f"backend_options.asset_root={asset_root}"]
+    cfg, _ = config_from_overrides(parse_overrides(args))  # the trial's config, as python -m sweep.trial read it
+    trial_dir = out / "trials" / "0000"
+    section = get_backend("isaaclab").export_section(cfg, implied_agent_config(cfg, trial_dir))["isaaclab"]
+    assert section["command"].startswith(f"python -m isaaclab train --rl_library rsl_rl --task {FLAT} presets=")
+    assert (
+        "agent.check_for_nan=false" in section["override"]
+        and "agent.algorithm.num_mini_batches=2" in section["override"]
+    )
+    # the line as a user runs it; on CPU the trainer also needs the env's and the agent's device
+    command = [
+        sys.executable,
+        *section["command"].split()[1:],
+        "--max_iterations",
+        "1",
+        "--device",
+        "cpu",
+        "agent.device=cpu",
+    ]
+    env = {**os.environ, il.ASSET_ROOT_ENV: asset_root, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    (saved,) = (tmp_path / "logs" / "rsl_rl" / "anymal_d_flat").glob("*/params")
+    for kind in ("agent", "env"):
+        ours = ilc.read_params(trial_dir / ilc.PARAMS_DIR / f"{kind}.yaml")
+        theirs = ilc.read_params(saved / f"{kind}.yaml")
+        assert ilc.params_differences(kind, ours, theirs) == {}, kind
+    agent, task_env = ilc.read_params(saved / "agent.yaml"), ilc.read_params(saved / "env.yaml")
+    assert agent["algorithm"]["num_mini_batches"] == 2 and agent["check_for_nan"] is False and agent["seed"] == 1
+    assert agent["num_steps_per_env"] == 12 and agent["actor"]["obs_normalization"] is False
+    assert task_env["scene"]["num_envs"] == 16 and task_env["episode_length_s"] == 1.0 and task_env["seed"] == 1
 
 
 @pytest.mark.isaaclab

@@ -94,7 +94,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("sweep.planner", "sweep.execution"),  # the driver: proposes and prunes / runs trials on workers
     ("sweep.trial",),  # a worker's trial
     ("sweep.config", "sweep.analysis"),  # the run's configuration / what a ledger says
-    ("sweep.backends", "sweep.perf.apply", "sweep.perf.ppo"),  # the simulators / where flags act on a trial
+    ("sweep.backends",),  # the simulators
+    ("sweep.perf.apply", "sweep.perf.ppo"),  # where flags act on a trial (torch)
     ("sweep.perf.graphs", "sweep.perf.stats"),
     ("sweep.params", "sweep.ledger"),
     ("sweep.perf", "sweep.checkpoints", "sweep.prices", "sweep.cli"),  # sweep.perf: the catalog, no torch

@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 
 from sweep import perf
+from sweep.backends.agent import agent_config
 from sweep.contract import TrialConfig
 from sweep.report import export
 from sweep.trial import learner
-from sweep.trial.learner import agent_config, gpu_slot
+from sweep.trial.learner import gpu_slot
 
 
 def test_the_agent_config_has_no_side_effect_and_carries_the_flags(monkeypatch) -> None:

@@ -11,10 +11,11 @@ import pytest
 import torch
 
 from sweep import perf
+from sweep.backends.agent import agent_config
 from sweep.backends.mjx.locomotion import MjxLocomotionEnv, with_overrides
 from sweep.contract import TrialConfig
 from sweep.ledger import PhaseClock
-from sweep.trial.learner import SweepLoop, agent_config
+from sweep.trial.learner import SweepLoop
 
 N, T = 16, 8
 #: Relative tolerance for flags documented as exact "within 1e-5 relative" (different float summation order).

@@ -12,10 +12,11 @@ import pytest
 import torch
 
 from sweep import perf
+from sweep.backends.agent import agent_config
 from sweep.backends.mjx.locomotion import MjxLocomotionEnv, with_overrides
 from sweep.contract import TrialConfig
 from sweep.ledger import PhaseClock
-from sweep.trial.learner import SweepLoop, agent_config
+from sweep.trial.learner import SweepLoop
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 N, T = 512, 8

@@ -3,7 +3,8 @@
 A backend builds batched environments as rsl-rl ``VecEnv`` objects (rsl-rl-lib 5.5.1 interface) and
 names the task's control period, its success rule and its knobs. The same class builds the
 training environment and a separate evaluation environment; only the evaluation one is ever reset
-with held-out panel seeds (:mod:`sweep.trial.evaluation`).
+with held-out panel seeds (:mod:`sweep.trial.evaluation`). A backend whose task registers its own rsl-rl
+config trains with it (:meth:`Backend.agent_config`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -138,6 +140,24 @@ class Backend(ABC):
     def make_env(self, num_envs: int, seed: int, device: str, profile: str, **knobs: object) -> TaskEnv:
         """Build ``num_envs`` environments on ``device`` whose training randomness derives from ``seed``."""
 
+    def make_eval_env(self, num_envs: int, seed: int, device: str, profile: str, **knobs: object) -> TaskEnv:
+        """Build the held-out panel's env of ``num_envs`` envs (reset with panel seeds only); by default another
+        :meth:`make_env` in this process, with the trial's ``seed`` for what the panel's seeds do not reset."""
+        return self.make_env(num_envs, seed, device, profile, **knobs)
+
+    def agent_config(self, cfg: Any, flags: dict[str, Any], trial_dir: Path | None = None) -> dict[str, Any]:
+        """The rsl-rl runner/agent config a trial of ``cfg`` trains with, the resolved perf ``flags`` applied: sweep's
+        own (:func:`sweep.backends.agent.agent_config`) unless the backend's task registers one. ``trial_dir``: the
+        folder of a trial that ran it, where a backend that records its config (:meth:`record_configs`) reads it
+        back."""
+        from sweep.backends.agent import agent_config
+
+        return agent_config(cfg, flags)
+
+    def record_configs(self, train_cfg: dict[str, Any], env: TaskEnv, folder: Path) -> None:  # noqa: B027 (optional)
+        """Write into a trial's ``folder`` the configs it trains with, as the task's own trainer writes them; the
+        default writes nothing."""
+
     def preload(  # noqa: B027 (optional)
         self, num_envs: int, device: str, profile: str, policy: PolicyShape | None = None, **knobs: object
     ) -> None:
@@ -166,3 +186,12 @@ class Backend(ABC):
     def versions(self) -> dict[str, str]:
         """Package versions that define this backend's physics, for the exported YAML."""
         return {}
+
+
+def resolve_device(device: str) -> str:
+    """'auto' -> 'cuda' when torch sees a GPU, else 'cpu'."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"device={device}: torch sees no GPU; use device=cpu or device=auto")
+    return device

@@ -93,8 +93,8 @@ def panel(cfg: RunConfig) -> dict[str, Any]:
     """What a plan says of the held-out panel: its size, and the policy loop a panel shape compiles
     (:func:`sweep.backends.policy.planned`): the trials' actor in stretches of
     :data:`sweep.trial.evaluation.CHECK_EVERY` steps."""
+    from sweep.backends.agent import ACTOR_ACTIVATION, ACTOR_HIDDEN_DIMS
     from sweep.trial.evaluation import CHECK_EVERY
-    from sweep.trial.learner import ACTOR_ACTIVATION, ACTOR_HIDDEN_DIMS
 
     policy = {"hidden": list(ACTOR_HIDDEN_DIMS), "activation": ACTOR_ACTIVATION, "steps": CHECK_EVERY}
     return {"panel": cfg.target.eval_episodes, "policy": policy}
@@ -194,7 +194,7 @@ def wait_for(path: Path, lines: int, poll_s: float = 1.0, max_s: float = STAGGER
 def main(argv: list[str]) -> int:
     """Compile every shape of the plan in turn into the persistent cache, one JSON line each."""
     from sweep.backends import get_backend
-    from sweep.trial.learner import resolve_device
+    from sweep.backends.base import resolve_device
 
     plan = json.loads(Path(argv[0]).read_text())
     wait_for(Path(plan["out"]), int(plan.get("wait_for_lines", 0)))  # before JAX and the device start up

@@ -57,9 +57,9 @@ def run(plan: dict[str, Any], poll_s: float = POLL_S, give_up_s: float | None = 
     """
     from sweep import perf
     from sweep.backends import get_backend
+    from sweep.backends.base import resolve_device
     from sweep.backends.policy import planned
     from sweep.perf.graphs import CAPTURING
-    from sweep.trial.learner import resolve_device
 
     perf.enable_compile_cache()  # before the first compile, as every trial of the plan (JAX reads it once)
     backend = get_backend(plan["backend"])

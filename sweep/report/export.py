@@ -48,13 +48,14 @@ def _versions(backend: Any) -> dict[str, str]:
     return out
 
 
-def implied_agent_config(cfg: Any) -> dict[str, Any]:
-    """The rsl-rl agent config the trial ran with: the knobs and the perf flags that act through it
-    (``check_for_nan``, mixed precision, ``torch_compile_mode``, the PPO class and its flags)."""
+def implied_agent_config(cfg: Any, trial_dir: Path | None = None) -> dict[str, Any]:
+    """The rsl-rl agent config the trial ran with (its backend's, :meth:`sweep.backends.Backend.agent_config`): the
+    knobs and the perf flags that act through it (``check_for_nan``, mixed precision, ``torch_compile_mode``, the
+    PPO class and its flags). ``trial_dir``: the trial's folder, where a backend reads back what the trial recorded."""
     from sweep import perf
-    from sweep.trial.learner import agent_config
+    from sweep.backends import get_backend
 
-    return agent_config(cfg, perf.resolve(cfg.flags))
+    return get_backend(cfg.backend).agent_config(cfg, perf.resolve(cfg.flags), trial_dir)
 
 
 def recommended(run_dir: Path, rows: list[dict]) -> dict[str, Any] | None:
@@ -89,7 +90,7 @@ def recommended(run_dir: Path, rows: list[dict]) -> dict[str, Any] | None:
             "num_mini_batches": cfg.num_mini_batches,
         },
         "perf_flags": perf.resolve(cfg.flags),
-        "agent": implied_agent_config(cfg),
+        "agent": (agent := implied_agent_config(cfg, checkpoints.trial_dir(run_dir, best))),
         "versions": _versions(backend),
         "evidence": {
             "run": str(run_dir),
@@ -114,8 +115,8 @@ def recommended(run_dir: Path, rows: list[dict]) -> dict[str, Any] | None:
         "checkpoint": _checkpoint_section(run_dir, best, row),
         "trial": asdict(cfg),
     }
-    if hasattr(backend, "export_section"):
-        doc.update(backend.export_section(cfg, implied_agent_config(cfg)))
+    if hasattr(backend, "export_section"):  # may replace ``agent`` with what the backend's own trainer reads
+        doc.update(backend.export_section(cfg, agent))
     return doc
 
 

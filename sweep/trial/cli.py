@@ -10,10 +10,10 @@ from typing import Any
 
 from sweep.analysis.summary import format_summary, pass_text, summarize
 from sweep.backends import get_backend
+from sweep.backends.base import resolve_device
 from sweep.contract import CONTINUE, TrialConfig, TrialState
 from sweep.errors import ConfigError
 from sweep.ledger import Row
-from sweep.trial.learner import resolve_device
 
 #: Keys of ``python -m sweep.trial`` that are not the trial's: the price, where to write, a config file to start from.
 EXTRA_KEYS = ("price", "price.gpu", "price.kind", "price.usd_per_hour", "out", "run_id", "config")

@@ -21,7 +21,8 @@ from typing import Any
 import torch
 
 from sweep import perf
-from sweep.errors import ConfigError, TrialFailed
+from sweep.backends.agent import agent_config
+from sweep.errors import TrialFailed
 from sweep.ledger import PhaseClock
 
 
@@ -66,54 +67,6 @@ class PolicyTimer:
         return seconds
 
 
-#: The actor's hidden layer widths and activation (the critic has the same).
-ACTOR_HIDDEN_DIMS = (128, 128, 128)
-ACTOR_ACTIVATION = "elu"
-
-
-def agent_config(cfg: Any, flags: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The rsl-rl 5.5 runner/agent config a trial trains with (what the exported YAML shows), with the perf
-    ``flags`` that act through it applied (``check_for_nan``, mixed precision, the PPO class). No side effects."""
-    out = {
-        "num_steps_per_env": cfg.num_steps_per_env,
-        "save_interval": 10**9,
-        "obs_groups": {"actor": ["policy"], "critic": ["policy"]},
-        "check_for_nan": True,
-        "logger": "tensorboard",
-        "algorithm": {
-            "class_name": "PPO",
-            "num_learning_epochs": cfg.num_learning_epochs,
-            "num_mini_batches": cfg.num_mini_batches,
-            "clip_param": 0.2,
-            "gamma": 0.99,
-            "lam": 0.95,
-            "value_loss_coef": 1.0,
-            "entropy_coef": 0.005,
-            "learning_rate": 1e-3,
-            "max_grad_norm": 1.0,
-            "schedule": "adaptive",
-            "desired_kl": 0.01,
-            "use_clipped_value_loss": True,
-        },
-        "actor": {
-            "class_name": "MLPModel",
-            "hidden_dims": list(ACTOR_HIDDEN_DIMS),
-            "activation": ACTOR_ACTIVATION,
-            "obs_normalization": True,
-            "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": 1.0},
-        },
-        "critic": {
-            "class_name": "MLPModel",
-            "hidden_dims": list(ACTOR_HIDDEN_DIMS),
-            "activation": ACTOR_ACTIVATION,
-            "obs_normalization": True,
-        },
-    }
-    if flags is not None:
-        perf.apply_to_agent_config(out, flags)
-    return out
-
-
 def describe_device(device: str) -> str:
     """'cpu', or the GPU's name for a CUDA device (what the ledger records)."""
     return torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
@@ -130,15 +83,6 @@ def gpu_slot(device: str) -> str:
     return f"{socket.gethostname()}:{visible[index] if index < len(visible) else index}"
 
 
-def resolve_device(device: str) -> str:
-    """'auto' -> 'cuda' when torch sees a GPU, else 'cpu'."""
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"device={device}: torch sees no GPU; use device=cpu or device=auto")
-    return device
-
-
 def build_learner(
     cfg: Any,
     env: Any,
@@ -147,13 +91,20 @@ def build_learner(
     clock: PhaseClock,
     out_dir: str | Path | None = None,
     trial: int = 0,
+    train_cfg: dict[str, Any] | None = None,
 ) -> tuple[Callable[..., int], Any]:
-    """(train ``n`` iterations callable, PPO algorithm) for ``cfg.mode``; seeds torch with ``cfg.seed``."""
+    """(train ``n`` iterations callable, PPO algorithm) for ``cfg.mode``; seeds torch with ``cfg.seed``.
+
+    ``train_cfg``: the rsl-rl config to train with (the backend's, :meth:`sweep.backends.Backend.agent_config`);
+    None: :func:`agent_config`. Its ``init_at_random_ep_len`` (absent: False) starts every env at a random point of
+    its episode once, before the first rollout, as rsl-rl's ``OnPolicyRunner.learn`` does."""
     from rsl_rl.algorithms import PPO
 
     torch.manual_seed(cfg.seed)
     perf.apply_to_process(flags)
-    train_cfg = agent_config(cfg, flags)
+    if train_cfg is None:
+        train_cfg = agent_config(cfg, flags)
+    random_start = bool(train_cfg.get("init_at_random_ep_len", False))
     with contextlib.redirect_stdout(io.StringIO()):  # rsl-rl prints the model structure
         if cfg.mode == "stock":
             runner, alg = _stock_runner(env, train_cfg, device, out_dir, trial)
@@ -162,8 +113,8 @@ def build_learner(
             alg = PPO.construct_algorithm(env.get_observations(), env, alg_cfg, device)
     perf.apply_to_algorithm(alg, flags)
     if cfg.mode == "stock":
-        return _stock_chunk(runner, clock), alg
-    return SweepLoop(alg, env, cfg, flags, clock, device), alg
+        return _stock_chunk(runner, clock, random_start), alg
+    return SweepLoop(alg, env, cfg, flags, clock, device, random_start), alg
 
 
 def device_sync(device: str, env: Any) -> Callable[[], None]:
@@ -178,8 +129,13 @@ def device_sync(device: str, env: Any) -> Callable[[], None]:
 class SweepLoop:
     """This runner's training iterations: rollout (sim + policy), learn, log; flags decide the details."""
 
-    def __init__(self, alg: Any, env: Any, cfg: Any, flags: dict, clock: PhaseClock, device: str) -> None:
+    def __init__(
+        self, alg: Any, env: Any, cfg: Any, flags: dict, clock: PhaseClock, device: str, random_start: bool = False
+    ) -> None:
         self.alg, self.env, self.cfg, self.flags, self.clock = alg, env, cfg, flags, clock
+        self.random_start = random_start
+        """Start every env at a random point of its episode before the first rollout (rsl-rl's
+        ``init_at_random_ep_len``); done once."""
         self.timer = PolicyTimer(device)
         self.stats = perf.EpisodeStats(env.num_envs, device, deferred=bool(flags["deferred_episode_stats"]))
         self.obs = env.get_observations()
@@ -190,6 +146,10 @@ class SweepLoop:
     def __call__(self, n_iters: int, until: Callable[[], bool] | None = None) -> int:
         """Train up to ``n_iters`` iterations, stopping after one where ``until()`` holds; returns how many ran."""
         alg, env, clock = self.alg, self.env, self.clock
+        if self.random_start:
+            with clock.phase("sim"):
+                random_episode_start(env)
+            self.random_start = False
         for done in range(1, n_iters + 1):
             with clock.phase("sim"), torch.inference_mode():
                 obs = self.obs
@@ -233,6 +193,13 @@ class SweepLoop:
         return self.stats.success_share
 
 
+def random_episode_start(env: Any) -> None:
+    """Put every env at a uniform random step of its episode, as rsl-rl's ``OnPolicyRunner.learn`` does with
+    ``init_at_random_ep_len`` (same draw, torch's global generator): the first episodes end at spread-out times
+    instead of all at once."""
+    env.episode_length_buf = torch.randint_like(env.episode_length_buf, high=int(env.max_episode_length))
+
+
 def _stock_runner(env: Any, train_cfg: dict, device: str, out_dir: str | Path | None, trial: int) -> tuple[Any, Any]:
     """rsl-rl's OnPolicyRunner, unchanged, logging to TensorBoard as users run it."""
     import tempfile
@@ -244,11 +211,13 @@ def _stock_runner(env: Any, train_cfg: dict, device: str, out_dir: str | Path | 
     return runner, runner.alg
 
 
-def _stock_chunk(runner: Any, clock: PhaseClock) -> Callable[..., int]:
+def _stock_chunk(runner: Any, clock: PhaseClock, random_start: bool = False) -> Callable[..., int]:
     """Train ``n`` iterations with ``runner.learn``; the update's own time goes to 'learn', the rest to 'sim'.
 
-    Timing the update needs no sync: rsl-rl's update already ends with ``.item()`` calls.
+    Timing the update needs no sync: rsl-rl's update already ends with ``.item()`` calls. ``random_start`` is
+    ``learn``'s ``init_at_random_ep_len`` for the first call only: the trial's chunks are one training run.
     """
+    first = [random_start]
     update = runner.alg.update
     learn_s = [0.0]
 
@@ -264,7 +233,8 @@ def _stock_chunk(runner: Any, clock: PhaseClock) -> Callable[..., int]:
         """``n_iters`` iterations in one ``learn`` call (``until`` is not consulted: learn cannot stop early)."""
         learn_s[0] = 0.0
         with clock.phase("sim"):
-            runner.learn(n_iters)
+            runner.learn(n_iters, init_at_random_ep_len=first[0])
+        first[0] = False
         clock.add("sim", -learn_s[0])
         clock.add("learn", learn_s[0])
         return n_iters

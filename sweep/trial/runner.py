@@ -25,6 +25,7 @@ import torch
 
 from sweep import checkpoints, perf
 from sweep.backends import get_backend
+from sweep.backends.base import resolve_device
 from sweep.contract import (
     EndCause,
     Ending,
@@ -39,7 +40,7 @@ from sweep.contract import (
 from sweep.ledger import PhaseClock, Row, TrialRows
 from sweep.params import trial_params
 from sweep.trial.evaluation import EvalResult, evaluate, pass_due, warm_up_panel
-from sweep.trial.learner import build_learner, describe_device, device_sync, gpu_slot, resolve_device
+from sweep.trial.learner import build_learner, describe_device, device_sync, gpu_slot
 from sweep.trial.tblog import TrialScalars
 
 
@@ -127,12 +128,15 @@ def build(
 
     def make_eval_env() -> Any:
         t0 = time.perf_counter()
-        eval_env = backend.make_env(cfg.eval_episodes, cfg.seed, device, cfg.profile, **knobs)
+        eval_env = backend.make_eval_env(cfg.eval_episodes, cfg.seed, device, cfg.profile, **knobs)
         stack.callback(eval_env.close)
         parts["eval_env"] = time.perf_counter() - t0
         return eval_env
 
-    trainer, alg = build_learner(cfg, env, device, flags, clock, out_dir, trial)
+    train_cfg = backend.agent_config(cfg, flags)
+    trainer, alg = build_learner(cfg, env, device, flags, clock, out_dir, trial, train_cfg=train_cfg)
+    if out_dir is not None:
+        backend.record_configs(train_cfg, env, checkpoints.trial_dir(out_dir, trial))
     lap("learner")
     return Built(device, flags, env, make_eval_env, panel_seeds(cfg.eval_episodes), trainer, alg, ahead)
 

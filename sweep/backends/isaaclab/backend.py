@@ -1,22 +1,24 @@
 """Isaac Lab 3.0 backend: an Isaac Lab velocity task wrapped for rsl-rl 5.5.1 and sweep's trial contract.
 
-A profile *is* an Isaac Lab 3.0 gym task id (``Isaac-Velocity-Flat-AnymalD``). Physics is Newton with the MuJoCo-Warp
-solver by default: no Isaac Sim, no Kit. Only :meth:`IsaacLab.make_env` and :meth:`IsaacLab.preflight` import Isaac
-Lab (absent: a :class:`MissingExtraError` naming the install step). The knobs become Hydra override strings
-(:mod:`sweep.backends.isaaclab.cfg`, also exported for Isaac Lab's trainer), applied to the configs that the task's
-``env_cfg_entry_point`` / ``rsl_rl_cfg_entry_point`` name, then ``gym.make`` and ``RslRlVecEnvWrapper``.
+A profile *is* an Isaac Lab 3.0 gym task id (``Isaac-Velocity-Flat-AnymalD``, ``IsaacContrib-Velocity-Flat-UnitreeA1``).
+Physics is Newton with the MuJoCo-Warp solver by default: no Isaac Sim, no Kit; the built scene is checked to run the
+preset asked for. Only :meth:`IsaacLab.make_env`, :meth:`IsaacLab.preflight` and :meth:`IsaacLab.agent_config`
+import Isaac Lab (absent: a :class:`MissingExtraError` naming the install step). The knobs become Hydra override
+strings (:mod:`sweep.backends.isaaclab.cfg`, also exported for Isaac Lab's trainer), applied to the configs that the
+task's ``env_cfg_entry_point`` / ``rsl_rl_cfg_entry_point`` name, then ``gym.make`` and ``RslRlVecEnvWrapper``.
+
+A trial trains as the task's own trainer (``python -m isaaclab train``) would with the same override line: its rsl-rl
+config is the task's registered agent config with the line applied, passed through Isaac Lab's
+``handle_deprecated_rsl_rl_cfg`` and ``to_dict``; only the perf flags that are no field of it are added
+(``rsl_rl_only``), and episode lengths start at random as the config's ``init_at_random_ep_len`` says. The trial
+folder keeps ``params/agent.yaml`` and ``params/env.yaml`` as the trainer writes them.
 
 ``backend_options.asset_root`` is a local folder with the relative paths of NVIDIA's asset server; Isaac Lab reads
 ``ISAACSIM_ASSET_ROOT`` once, when ``isaaclab.utils.assets`` is first imported, so it is set before any Isaac Lab
 import, in the driver (:meth:`IsaacLab.preflight`, before Ray starts: workers inherit it) and in every worker.
 
-Evaluation shares the training scene: a process hosts one Isaac Lab simulation (one stage, one physics scene), so a
-trial's second ``make_env`` (the held-out panel) is a view of the first env's first ``eval_episodes`` envs.
-``reset_with_seeds`` reseeds Isaac Lab with the panel's first seed (``env.reset(seed=...)``) and resets every env,
-the others get zero actions meanwhile. So an evaluation steps the whole scene, and the panel is fixed by (first
-seed, ``num_envs``) as Isaac Lab draws every env's randomness from one generator. The first training step after an
-evaluation reseeds the scene from the training seed's stream and resets it, so no training episode ever draws from a
-held-out seed's generator (that one step acts on the evaluation's last observation).
+A process hosts one Isaac Lab simulation, the trial's training scene, which no evaluation touches. The held-out
+panel runs in a scene of its own in another process (:mod:`sweep.backends.isaaclab.evaluation`).
 
 Success of a finished episode: no termination but the time-out (no fall), and per-step mean errors of the
 ``base_velocity`` command (what its ``error_vel_xy`` / ``error_vel_yaw`` metrics accumulate) below 0.5 m/s and
@@ -31,8 +33,7 @@ import functools
 import importlib.util
 import os
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,24 +41,37 @@ import torch
 from tensordict import TensorDict
 from torch import Tensor
 
-from sweep.backends.base import Backend, Profile, TaskEnv
+from sweep.backends.base import Backend, Profile, TaskEnv, resolve_device
 from sweep.backends.isaaclab.cfg import (
     DEFAULT_PRESET,
     KNOBS,
+    PARAMS_DIR,
+    RSL_RL_ONLY_NOTE,
+    TASK_PREFIXES,
     TASKS,
     TRAIN_COMMAND,
     apply_overrides,
     asset_paths,
+    check_built_physics,
     check_knobs,
     check_physics,
+    check_velocity_task,
+    flag_settings,
     missing_assets,
     needs_kit,
     overrides,
     parse_override,
+    plain,
+    read_params,
     renamed_task,
     resolve_task_id,
     split_agent_config,
+    trial_knobs,
+    trial_overrides,
+    with_rsl_rl_only,
+    write_params,
 )
+from sweep.backends.policy import MlpPolicy
 from sweep.errors import ConfigError, MissingExtraError
 
 INSTALL_HINT = (
@@ -73,7 +87,7 @@ ASSET_ROOT_ENV = "ISAACSIM_ASSET_ROOT"
 
 _find_spec = importlib.util.find_spec  # tests replace it to simulate a machine without Isaac Lab
 _APP: Any = None  # Kit's SimulationApp: launched at most once per process, never relaunched
-_SCENE: _Scene | None = None  # the one Isaac Lab env of this process
+_SCENE: IsaacLabEnv | None = None  # the one Isaac Lab env of this process
 
 
 def use_asset_root(root: str | None) -> None:
@@ -105,15 +119,27 @@ def _check_preset(preset: str) -> None:
 
 
 def _task_configs(task: str, lines: list[str]) -> tuple[str, Any, Any]:
-    """(registered id, env cfg, agent cfg) with ``lines`` applied; imports Isaac Lab's task registry."""
+    """(registered id, env cfg, agent cfg) of a velocity task with ``lines`` applied; imports Isaac Lab's registry.
+
+    A task that is no velocity task, or has no preset the lines select, is one line naming ``profile``.
+    """
     import gymnasium as gym
     import isaaclab_tasks  # noqa: F401  (registers the tasks in gym's registry)
     from isaaclab_tasks.utils import load_cfg_from_registry, resolve_presets
 
     task = resolve_task_id(task, gym.registry.keys())
     env_cfg = load_cfg_from_registry(task, "env_cfg_entry_point")
+    check_velocity_task(task, env_cfg, gym.registry.keys())
+    if gym.spec(task).kwargs.get("rsl_rl_cfg_entry_point") is None:
+        raise ConfigError(f"profile={task}: the task registers no rsl-rl agent config (rsl_rl_cfg_entry_point)")
     agent_cfg = load_cfg_from_registry(task, "rsl_rl_cfg_entry_point")
-    apply_overrides(env_cfg, agent_cfg, lines, resolve_presets)
+    try:
+        apply_overrides(env_cfg, agent_cfg, lines, resolve_presets)
+    except ValueError as exc:  # Isaac Lab's "Unknown preset(s): ..." for a task without the chosen physics
+        if "preset" not in str(exc).lower():
+            raise
+        first = str(exc).strip().splitlines()[0]
+        raise ConfigError(f"profile={task}: {first} (backend_options.physics_preset)") from None
     return task, env_cfg, agent_cfg
 
 
@@ -127,6 +153,23 @@ def needed_assets(env_cfg: Any) -> list[str]:
     if getattr(terrain, "terrain_type", None) == "plane":  # the terrain importer spawns a default ground plane
         paths.append(GroundPlaneCfg().usd_path)
     return sorted(set(paths))
+
+
+def agent_device(device: str) -> str:
+    """The device as Isaac Lab's agent config names it: ``cuda`` is ``cuda:0`` (a worker sees its GPU as index 0)."""
+    return "cuda:0" if device == "cuda" else device
+
+
+def task_agent_config(task: str, lines: list[str], device: str) -> dict[str, Any]:
+    """The rsl-rl config of ``task`` as Isaac Lab's trainer builds it: the registered agent config with the override
+    ``lines`` applied, ``agent.device``, ``handle_deprecated_rsl_rl_cfg`` for the installed rsl-rl, then ``to_dict``
+    (tuples stay tuples, as the trainer's ``params/agent.yaml`` keeps them)."""
+    from isaaclab.utils import to_dict
+    from isaaclab_rl.rsl_rl import check_rsl_rl_version, handle_deprecated_rsl_rl_cfg
+
+    _, _, agent_cfg = _task_configs(task, lines)
+    agent_cfg.device = agent_device(device)
+    return to_dict(handle_deprecated_rsl_rl_cfg(agent_cfg, check_rsl_rl_version()))
 
 
 class SuccessTracker:
@@ -154,12 +197,11 @@ class SuccessTracker:
         self.steps = (self.steps + 1.0) * live
         return done & ~terminated.bool() & good
 
-    def on_track(self, min_steps: int, n: int | None = None) -> float | None:
-        """Of the first ``n`` envs (None: all) at least ``min_steps`` control steps into their episode, the share
-        whose mean errors so far are under both thresholds: the success rule applied now (one host read). None: no
-        env is that far in."""
-        running = self.steps[:n] >= min_steps
-        counts = torch.stack([running.sum(), (running & self._good()[:n]).sum()]).tolist()
+    def on_track(self, min_steps: int) -> float | None:
+        """Of the envs at least ``min_steps`` control steps into their episode, the share whose mean errors so far
+        are under both thresholds: the success rule applied now (one host read). None: no env is that far in."""
+        running = self.steps >= min_steps
+        counts = torch.stack([running.sum(), (running & self._good()).sum()]).tolist()
         return counts[1] / counts[0] if counts[0] else None
 
     def _good(self) -> Tensor:
@@ -168,81 +210,101 @@ class SuccessTracker:
         return (self.err_xy_sum / steps < MAX_ERR_XY_MPS) & (self.err_yaw_sum / steps < MAX_ERR_YAW_RADPS)
 
 
-@dataclass
-class _Scene:
-    """The one Isaac Lab env of a process, shared by a trial's training env and its evaluation view."""
+def _torch_view(array: Any) -> Tensor:
+    """A torch view of an Isaac Lab 3.0 data array (a ``ProxyArray`` or a plain warp array), no copy."""
+    if hasattr(array, "torch"):
+        return array.torch
+    import warp as wp
 
-    key: tuple[Any, ...]
-    wrapper: Any
-    tracker: SuccessTracker
-    measure: Callable[[], tuple[Tensor, Tensor]]
-    """(command, base velocity) now, (num_envs, 3) each: vx, vy (m/s), yaw rate (rad/s), base frame."""
-    training_seed: int = 0
-    """Seed of the trial's training stream; reseeds after an evaluation derive from it."""
-    evaluated: int = 0
-    """Evaluations so far; the training stream is reseeded once after each."""
-    reseeded: int = 0
-
-
-def training_reseed(seed: int, k: int) -> int:
-    """The k-th reseed of a trial's training stream (k >= 1): below 2**31, so never a held-out panel seed."""
-    return (seed * 1_000_003 + k) % 2**31
+    return wp.to_torch(array)
 
 
 class IsaacLabEnv(TaskEnv):
-    """An Isaac Lab task as a ``TaskEnv``: the training env (owner) or a view of its first ``num_envs`` envs."""
+    """An Isaac Lab task as a ``TaskEnv``: a trial's training scene, or (``panel``) the held-out panel's own scene
+    in the evaluation process. Only a panel is ever reset with held-out seeds.
 
-    def __init__(self, scene: _Scene, num_envs: int, owner: bool) -> None:
-        w = scene.wrapper
-        self._scene, self._owner, self._full, self.num_envs = scene, owner, int(w.num_envs), num_envs
-        self.num_actions, self.max_episode_length = int(w.num_actions), int(w.max_episode_length)
-        self.device, self.cfg, self.control_dt_s = str(w.device), w.cfg, float(w.unwrapped.step_dt)
+    ``env_cfg`` is the config the scene was built from; ``physics`` what the built scene runs, ``"<config
+    class>/<manager class>"`` (e.g. ``NewtonCfg/NewtonMJWarpManager``).
+    """
 
-    def _head(self, x: Any) -> Any:
-        return x if self.num_envs == self._full else x[: self.num_envs]
+    def __init__(self, wrapper: Any, env_cfg: Any, physics: str, panel: bool = False) -> None:
+        self.wrapper, self.env_cfg, self.physics, self.panel = wrapper, env_cfg, physics, panel
+        self.num_envs, self.num_actions = int(wrapper.num_envs), int(wrapper.num_actions)
+        self.max_episode_length = int(wrapper.max_episode_length)
+        self.device, self.cfg, self.control_dt_s = str(wrapper.device), wrapper.cfg, float(wrapper.unwrapped.step_dt)
+        self.tracker = SuccessTracker(self.num_envs, self.device)
+        term = wrapper.unwrapped.command_manager.get_term("base_velocity")
+        self._command, self._data = term, wrapper.unwrapped.scene[term.cfg.asset_name].data
+        self._obs: TensorDict | None = None
+        self._finished = self._success = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+
+    def measure(self) -> tuple[Tensor, Tensor]:
+        """(command, base velocity) now, (num_envs, 3) each: vx, vy (m/s), yaw rate (rad/s), base frame."""
+        lin, ang = _torch_view(self._data.root_lin_vel_b), _torch_view(self._data.root_ang_vel_b)
+        return self._command.command, torch.cat([lin[:, :2], ang[:, 2:3]], dim=1)
 
     def get_observations(self) -> TensorDict:
         """The task's observation groups (``policy``, ...), (num_envs, dim) each."""
-        return self._head(self._scene.wrapper.get_observations())
+        return self.wrapper.get_observations()
 
     def step(self, actions: Tensor) -> tuple[TensorDict, Tensor, Tensor, dict]:
-        """One control step (0.02 s) of the whole scene; a view pads the other envs' actions with zeros."""
-        scene = self._scene
-        if self._owner and scene.reseeded < scene.evaluated:  # training resumes after a held-out pass
-            scene.reseeded = scene.evaluated
-            scene.wrapper.unwrapped.reset(seed=training_reseed(scene.training_seed, scene.reseeded))
-            scene.tracker.reset()
-        if self.num_envs < self._full:
-            actions = torch.cat([actions, actions.new_zeros(self._full - self.num_envs, self.num_actions)])
-        obs, rewards, dones, extras = scene.wrapper.step(actions)
-        env = scene.wrapper.unwrapped
-        success = scene.tracker.update(*scene.measure(), dones, env.reset_terminated)
-        time_outs = extras.get("time_outs", env.reset_time_outs)
-        extras = {**extras, "time_outs": self._head(time_outs), "success": self._head(success)}
-        return self._head(obs), self._head(rewards), self._head(dones), extras
+        """One control step (0.02 s) of the scene; ``extras`` gains ``time_outs`` and ``success``."""
+        obs, rewards, dones, extras = self.wrapper.step(actions)
+        env = self.wrapper.unwrapped
+        success = self.tracker.update(*self.measure(), dones, env.reset_terminated)
+        extras = {**extras, "time_outs": extras.get("time_outs", env.reset_time_outs), "success": success}
+        return obs, rewards, dones, extras
 
     @property
     def episode_length_buf(self) -> Tensor:
         """Control steps since each env's episode began."""
-        return self._head(self._scene.wrapper.episode_length_buf)
+        return self.wrapper.episode_length_buf
 
     @episode_length_buf.setter
     def episode_length_buf(self, value: Tensor) -> None:
-        self._scene.wrapper.episode_length_buf[: self.num_envs] = value
+        self.wrapper.episode_length_buf = value  # rsl-rl's random start writes here, as its runner does
 
     def reset_with_seeds(self, seeds: Sequence[int]) -> TensorDict:
-        """Reseed Isaac Lab with ``seeds[0]`` and reset every env of the scene (see the module docstring)."""
+        """A panel only: reseed Isaac Lab with ``seeds[0]`` and reset every env of the scene. Isaac Lab draws every
+        env's randomness from one generator, so the panel is fixed by (first seed, ``num_envs``)."""
+        if not self.panel:
+            raise RuntimeError("the training scene is never reset with held-out seeds: the panel has its own scene")
         if len(seeds) != self.num_envs:
             raise ValueError(f"reset_with_seeds needs {self.num_envs} seeds, got {len(seeds)}")
-        self._scene.wrapper.unwrapped.reset(seed=int(seeds[0]))
-        self._scene.tracker.reset()
-        self._scene.evaluated += 1
-        return self.get_observations()
+        self.wrapper.unwrapped.reset(seed=int(seeds[0]))
+        self.tracker.reset()
+        self._finished = self._success = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        self._obs = self.get_observations()
+        return self._obs
+
+    @torch.inference_mode()
+    def policy_steps(self, policy: MlpPolicy, steps: int) -> tuple[Tensor, Tensor]:
+        """Run ``steps`` control steps of the deterministic ``policy`` on the panel; (finished, succeeded) since
+        :meth:`reset_with_seeds`, each env's first episode only (the rules of
+        :func:`sweep.trial.evaluation.evaluate`)."""
+        if self._obs is None:
+            raise RuntimeError("policy_steps before reset_with_seeds")
+        obs, finished, success = self._obs, self._finished, self._success
+        for _ in range(steps):
+            obs, _, dones, extras = self.step(policy(obs["policy"]))
+            new = dones.bool() & ~finished
+            success = success | (new & extras["success"])
+            finished = finished | new
+        self._obs, self._finished, self._success = obs, finished, success
+        return finished, success
+
+    def warm_up(self) -> None:
+        """A panel: one zero-action step, so that what a first step loads (Warp kernels) is loaded before the first
+        pass, which resets every env anyway. A training scene is left as it is: the task's trainer takes no such
+        step before its first rollout."""
+        if self.panel:
+            with torch.inference_mode():
+                self.step(torch.zeros(self.num_envs, self.num_actions, device=self.device))
 
     def on_track_share(self, min_steps: int) -> float | None:
-        """Of this env's envs ``min_steps`` or more into their episode, the share on track for a success
+        """Of the envs ``min_steps`` or more into their episode, the share on track for a success
         (:meth:`SuccessTracker.on_track`; one that fell has restarted: never counted)."""
-        return self._scene.tracker.on_track(min_steps, self.num_envs)
+        return self.tracker.on_track(min_steps)
 
     def synchronize(self) -> None:
         """Wait for queued GPU work (phase boundaries only)."""
@@ -250,11 +312,11 @@ class IsaacLabEnv(TaskEnv):
             torch.cuda.synchronize(self.device)
 
     def close(self) -> None:
-        """The owner closes the Isaac Lab env (Kit stays up: it cannot restart in a process); a view does nothing."""
+        """Close the Isaac Lab env (Kit stays up: it cannot restart in a process)."""
         global _SCENE
-        if self._owner and _SCENE is self._scene:
+        if _SCENE is self:
             _SCENE = None
-            self._scene.wrapper.close()
+        self.wrapper.close()
 
 
 def _launch_kit_if_needed(physics_preset: str, device: str) -> None:
@@ -270,21 +332,19 @@ def _launch_kit_if_needed(physics_preset: str, device: str) -> None:
     _APP = AppLauncher(headless=True, device=device).app
 
 
-def _torch_view(array: Any) -> Tensor:
-    """A torch view of an Isaac Lab 3.0 data array (a ``ProxyArray`` or a plain warp array), no copy."""
-    if hasattr(array, "torch"):
-        return array.torch
-    import warp as wp
-
-    return wp.to_torch(array)
-
-
-def _build_scene(key: tuple[Any, ...], task: str, num_envs: int, seed: int, device: str, knobs: dict) -> _Scene:
-    """Resolve the task's configs, apply the overrides, build and wrap the env (the only place building Isaac Lab).
+def build_env(task: str, num_envs: int, seed: int, device: str, knobs: dict, panel: bool = False) -> IsaacLabEnv:
+    """Resolve the task's configs, apply the overrides, build and wrap the env (the only place building Isaac Lab);
+    the process's one scene. The built scene must run the physics preset asked for.
 
     Isaac Lab and Kit end the process on some failures (``SystemExit``); that becomes an error naming the step, so
     the trial ends ``failed`` with its seconds billed and the worker lives on.
     """
+    global _SCENE
+    if _SCENE is not None:
+        raise ConfigError(
+            f"make_env {task}: this process already hosts an Isaac Lab scene (one simulation per process); close it "
+            "first (the held-out panel runs in its own process: make_eval_env)"
+        )
     IsaacLab.check_installed()
     use_asset_root(knobs.get("asset_root"))
     preset = knobs.get("physics_preset", DEFAULT_PRESET)
@@ -299,14 +359,17 @@ def _build_scene(key: tuple[Any, ...], task: str, num_envs: int, seed: int, devi
         wrapper = RslRlVecEnvWrapper(gym.make(task, cfg=env_cfg), clip_actions=getattr(agent_cfg, "clip_actions", None))
     except SystemExit as exc:
         raise RuntimeError(f"Isaac Lab exited (SystemExit {exc.code}) while building {task} with {preset}") from None
-    term = wrapper.unwrapped.command_manager.get_term("base_velocity")
-    data = wrapper.unwrapped.scene[term.cfg.asset_name].data
-
-    def measure() -> tuple[Tensor, Tensor]:
-        lin, ang = _torch_view(data.root_lin_vel_b), _torch_view(data.root_ang_vel_b)
-        return term.command, torch.cat([lin[:, :2], ang[:, 2:3]], dim=1)
-
-    return _Scene(key, wrapper, SuccessTracker(num_envs, wrapper.device), measure, training_seed=seed)
+    sim = wrapper.unwrapped.sim
+    manager = sim.physics_manager
+    try:
+        physics = check_built_physics(
+            preset, type(sim.cfg.physics).__name__, getattr(manager, "__name__", type(manager).__name__)
+        )
+    except RuntimeError:
+        wrapper.close()
+        raise
+    _SCENE = IsaacLabEnv(wrapper, env_cfg, physics, panel=panel)
+    return _SCENE
 
 
 class IsaacLab(Backend):
@@ -324,15 +387,17 @@ class IsaacLab(Backend):
         return {name: Profile(name, EPISODE_STEPS, MAX_ERR_XY_MPS, text) for name, text in TASKS.items()}
 
     def check_profile(self, profile: str, key: str = "profile") -> None:
-        """A 2.x id names its 3.0 id; other ids are checked against Isaac Lab's registry by :meth:`preflight`."""
+        """A 2.x id names its 3.0 id; ``Isaac-`` and ``IsaacContrib-`` ids are checked against Isaac Lab's registry
+        (a velocity task, with an rsl-rl agent config) by :meth:`preflight`."""
         new = renamed_task(profile, TASKS)
         if new is not None:
             raise ConfigError(f"{key}={profile}: an Isaac Lab 2.x task id; Isaac Lab 3.0 registers it as {new}")
-        if profile not in TASKS and not profile.startswith("Isaac-"):
+        if profile not in TASKS and not profile.startswith(TASK_PREFIXES):
             raise ConfigError(f"{key}: '{profile}' is not an Isaac Lab task id; e.g. {', '.join(TASKS)}")
 
     def preflight(self, profile: str, options: dict[str, Any]) -> None:
-        """Before any compute: Isaac Lab importable, preset runnable, task registered, every asset file present.
+        """Before any compute: Isaac Lab importable, preset runnable, a registered velocity task, every asset file
+        present.
 
         Sets ``ISAACSIM_ASSET_ROOT`` for this process and the workers it starts. Missing assets are one line each.
         """
@@ -354,19 +419,40 @@ class IsaacLab(Backend):
                 )
 
     def make_env(self, num_envs: int, seed: int, device: str, profile: str, **knobs: object) -> IsaacLabEnv:
-        """The training env (a process's first call) or a view of it (later calls); knobs from ``backend_options``."""
-        global _SCENE
+        """The process's training scene; knobs from ``backend_options``. A second live scene in one process is an
+        error (Isaac Lab hosts one simulation per process)."""
         self.check_profile(profile)
-        knobs = check_knobs(dict(knobs))
-        key = (profile, device, repr(sorted(knobs.items())))
-        if _SCENE is None:
-            _SCENE = _build_scene(key, profile, num_envs, seed, device, knobs)
-            return IsaacLabEnv(_SCENE, num_envs, owner=True)
-        if _SCENE.key != key:
-            raise ConfigError(f"make_env {key}: this process already hosts {_SCENE.key}; close that env first")
-        if num_envs > (full := _SCENE.wrapper.num_envs):
-            raise ConfigError(f"target.eval_episodes={num_envs} > num_envs={full}: evaluation uses the training scene")
-        return IsaacLabEnv(_SCENE, num_envs, owner=False)
+        return build_env(profile, num_envs, seed, device, check_knobs(dict(knobs)))
+
+    def make_eval_env(self, num_envs: int, seed: int, device: str, profile: str, **knobs: object) -> TaskEnv:
+        """The held-out panel's scene of ``num_envs`` envs, in an evaluation process of its own (started, or kept
+        from this worker's last trial); the training ``seed`` is not used: the scene is built from the panel's first
+        seed, and every pass reseeds it with that seed."""
+        from sweep.backends.isaaclab.evaluation import open_panel
+
+        self.check_profile(profile)
+        return open_panel(profile, num_envs, device, check_knobs(dict(knobs)))
+
+    def agent_config(self, cfg: Any, flags: dict[str, Any], trial_dir: Path | None = None) -> dict[str, Any]:
+        """What rsl-rl gets in a trial of ``cfg``: the task's agent config built as Isaac Lab's trainer builds it with
+        the trial's override line (:func:`task_agent_config`), plus the ``rsl_rl_only`` settings of the perf
+        ``flags``. ``trial_dir``: read the agent config its trial recorded (``params/agent.yaml``) where it did."""
+        saved = None if trial_dir is None else Path(trial_dir) / PARAMS_DIR / "agent.yaml"
+        if saved is not None and saved.is_file():
+            agent = read_params(saved)
+        else:
+            use_asset_root(trial_knobs(cfg).get("asset_root"))
+            self.check_installed()
+            agent = task_agent_config(cfg.profile, trial_overrides(cfg, flags), resolve_device(cfg.device))
+        return with_rsl_rl_only(agent, flag_settings(flags)[1])
+
+    def record_configs(self, train_cfg: dict[str, Any], env: TaskEnv, folder: Path) -> None:
+        """``params/agent.yaml`` (Isaac Lab's part of ``train_cfg``) and ``params/env.yaml`` (the scene's env config)
+        in the trial ``folder``, written as Isaac Lab's trainer writes its own."""
+        from isaaclab.utils import to_dict
+
+        write_params(folder / PARAMS_DIR / "agent.yaml", split_agent_config(train_cfg)[0])
+        write_params(folder / PARAMS_DIR / "env.yaml", to_dict(env.env_cfg))
 
     @staticmethod
     def check_installed() -> None:
@@ -390,17 +476,14 @@ class IsaacLab(Backend):
         return {name: found[name] for name in names if name in found}
 
     def export_section(self, cfg: Any, agent_cfg: dict[str, Any]) -> dict[str, Any]:
-        """recommended.yaml's ``isaaclab`` section from the trial's config and the rsl-rl ``agent_cfg`` it trained
-        with: task, override line, declared-only agent/env, the rest apart."""
+        """recommended.yaml's ``agent`` (Isaac Lab's agent config the trial trained with) and ``isaaclab`` section
+        (task, override line, trainer command, the ``env`` overrides nested, ``rsl_rl_only`` with how it applies),
+        from the trial's config and the rsl-rl ``agent_cfg`` it trained with (:meth:`agent_config`)."""
         from sweep import perf
 
-        knobs = check_knobs({k: v for k, v in cfg.backend_options.items() if k in KNOBS})
-        flags = perf.resolve(cfg.flags)
-        agent, rsl_rl_only = split_agent_config(agent_cfg)
-        agent["seed"] = cfg.seed
-        rsl_rl_only["perf_flags"] = flags
-        ppo = {"num_mini_batches": cfg.num_mini_batches, "num_learning_epochs": cfg.num_learning_epochs}
-        lines = overrides(cfg.num_envs, cfg.num_steps_per_env, cfg.seed, knobs, **ppo)
+        knobs = trial_knobs(cfg)
+        agent, only = split_agent_config(agent_cfg)
+        lines = trial_overrides(cfg, perf.resolve(cfg.flags))
         env: dict[str, Any] = {}  # exactly the env.* overrides, nested
         for root, path, value in map(parse_override, lines):
             if root == "env":
@@ -410,4 +493,6 @@ class IsaacLab(Backend):
         section["command"] = f"{TRAIN_COMMAND} --task {cfg.profile} {line}"
         if knobs.get("asset_root"):
             section["asset_root"] = knobs["asset_root"]  # ISAACSIM_ASSET_ROOT for the trainer, as the trials had
-        return {"isaaclab": {**section, "agent": agent, "env": env, "rsl_rl_only": rsl_rl_only}}
+        rsl_rl_only = {"how": RSL_RL_ONLY_NOTE, **plain(only), "perf_flags": perf.resolve(cfg.flags)}
+        agent = plain(agent)
+        return {"agent": agent, "isaaclab": {**section, "agent": agent, "env": env, "rsl_rl_only": rsl_rl_only}}

@@ -29,23 +29,30 @@ TASKS = {
     "Isaac-Velocity-Flat-AnymalD": f"ANYmal D, flat plane, velocity + heading commands, pushes, {_RULE}",
     "Isaac-Velocity-Rough-AnymalD": f"ANYmal D, rough terrain with curriculum, same commands, {_RULE}",
 }
+#: How Isaac Lab 3.0's task ids begin: its core tasks and those of its contrib package (A1, ANYmal-C, Spot, ...).
+TASK_PREFIXES = ("Isaac-", "IsaacContrib-")
+#: The command term of a velocity task, which the success rule reads.
+VELOCITY_COMMAND = "base_velocity"
 #: The train command of Isaac Lab 3.0's wheel (it ships no scripts/ folder); overrides follow it.
 TRAIN_COMMAND = "python -m isaaclab train --rl_library rsl_rl"
 
-#: Fields declared by isaaclab_rl.rsl_rl's config classes (rl_cfg.py); anything else goes to ``rsl_rl_only``.
+#: Fields declared by isaaclab_rl.rsl_rl's runner and PPO config classes (rl_cfg.py): a perf flag acting through one
+#: of them is an ``agent.`` override; any other setting of a trial is ``rsl_rl_only``.
 RUNNER_FIELDS = frozenset(
-    "class_name seed device num_steps_per_env max_iterations empirical_normalization obs_groups clip_actions "  # noqa: SIM905
-    "save_interval experiment_name run_name logger neptune_project wandb_project resume load_run load_checkpoint "
-    "actor critic algorithm policy".split()
+    "class_name seed device num_steps_per_env init_at_random_ep_len max_iterations empirical_normalization "  # noqa: SIM905
+    "obs_groups clip_actions check_for_nan save_interval experiment_name run_name logger neptune_project "
+    "wandb_project resume load_run load_checkpoint actor critic algorithm torch_compile_mode policy".split()
 )
 ALGORITHM_FIELDS = frozenset(
     "class_name num_learning_epochs num_mini_batches learning_rate schedule gamma lam entropy_coef desired_kl "  # noqa: SIM905
     "max_grad_norm optimizer value_loss_coef use_clipped_value_loss clip_param normalize_advantage_per_mini_batch "
-    "share_cnn_encoders rnd_cfg symmetry_cfg".split()
+    "share_cnn_encoders use_mixed_precision rnd_cfg symmetry_cfg".split()
 )
-MODEL_FIELDS = frozenset(
-    "class_name hidden_dims activation obs_normalization distribution_cfg stochastic init_noise_std "  # noqa: SIM905
-    "noise_std_type state_dependent_std".split()
+#: How the ``rsl_rl_only`` settings reach a trial, written beside them in recommended.yaml.
+RSL_RL_ONLY_NOTE = (
+    "sweep's own training loop applies these on top of `agent` (sweep.perf: its PPO subclass with these flags, and "
+    "the loop's own switches); they are not fields of Isaac Lab's agent config, so Isaac Lab's trainer, given the "
+    "override line, trains with rsl-rl's PPO as `agent` says and none of these (it also turns TF32 on for its run)"
 )
 
 
@@ -84,10 +91,18 @@ def _flatten(tree: dict[str, Any], prefix: str) -> Iterator[tuple[str, Any]]:
             yield f"{prefix}{key}", value
 
 
-def overrides(num_envs: int, num_steps_per_env: int | None, seed: int, knobs: dict[str, Any], **ppo: int) -> list[str]:
+def overrides(
+    num_envs: int,
+    num_steps_per_env: int | None,
+    seed: int,
+    knobs: dict[str, Any],
+    agent: dict[str, Any] | None = None,
+    **ppo: int,
+) -> list[str]:
     """Hydra overrides (``presets=``, ``env.*``, ``agent.*``) for Isaac Lab 3.0's trainer; ``None`` is omitted.
 
-    ``ppo``: ``num_mini_batches`` / ``num_learning_epochs`` (``agent.algorithm.*``). The preset comes first: it
+    ``ppo``: ``num_mini_batches`` / ``num_learning_epochs`` (``agent.algorithm.*``). ``agent``: further fields of
+    the agent config by dotted path (what the perf flags set, :func:`flag_settings`). The preset comes first: it
     replaces a whole config section before scalars land in it. ``knobs["env"]`` (nested task settings, e.g.
     ``{sim: {physics: {solver_cfg: {njmax: 200}}}}``) become ``env.*`` lines after sweep's own.
     """
@@ -99,10 +114,71 @@ def overrides(num_envs: int, num_steps_per_env: int | None, seed: int, knobs: di
         **dict(_flatten(knobs.get("env") or {}, "env.")),
         "agent.num_steps_per_env": num_steps_per_env,
         **{f"agent.algorithm.{name}": value for name, value in ppo.items()},
+        **{f"agent.{path}": value for path, value in (agent or {}).items()},
         "agent.seed": seed,
     }
     head = [f"presets={knobs.get('physics_preset', DEFAULT_PRESET)}"]
     return head + [f"{key}={_hydra(value)}" for key, value in values.items() if value is not None]
+
+
+def trial_knobs(cfg: Any) -> dict[str, Any]:
+    """The Isaac Lab options of a trial config (``backend_options`` keys of :data:`KNOBS`), checked."""
+    return check_knobs({k: v for k, v in cfg.backend_options.items() if k in KNOBS})
+
+
+def trial_overrides(cfg: Any, flags: dict[str, Any]) -> list[str]:
+    """Every override a trial of ``cfg`` (a TrialConfig) sets, for its training scene and its agent config alike:
+    the swept knobs, the seed, the task settings and the agent fields that the resolved perf ``flags`` set. The
+    exported line is this list, so Isaac Lab's trainer applies exactly what the trial applied."""
+    fields, _ = flag_settings(flags)
+    ppo = {"num_mini_batches": cfg.num_mini_batches, "num_learning_epochs": cfg.num_learning_epochs}
+    return overrides(cfg.num_envs, cfg.num_steps_per_env, cfg.seed, trial_knobs(cfg), agent=fields, **ppo)
+
+
+def _dotted(agent: dict[str, Any]) -> dict[str, Any]:
+    """An agent config's top-level keys and its ``algorithm``'s as dotted paths (``algorithm.gamma``)."""
+    out = {key: value for key, value in agent.items() if key != "algorithm"}
+    out.update({f"algorithm.{key}": value for key, value in agent.get("algorithm", {}).items()})
+    return out
+
+
+def flag_settings(flags: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What the resolved perf ``flags`` change in an rsl-rl agent config, by dotted path, split in two: (fields of
+    Isaac Lab's config, set as ``agent.`` overrides; the rest, ``rsl_rl_only``). A flag at its default changes
+    nothing, so the task's own value stands. The one mapping of flags to config keys is
+    :func:`sweep.perf.apply_to_agent_config`; this reads what it writes."""
+    from sweep import perf
+
+    def written(resolved: dict[str, Any]) -> dict[str, Any]:
+        probe: dict[str, Any] = {"algorithm": {}}
+        perf.apply_to_agent_config(probe, resolved)
+        return _dotted(probe)
+
+    default = written(perf.resolve({}))
+    changed = {k: v for k, v in written(flags).items() if k not in default or default[k] != v}
+    fields: dict[str, Any] = {}
+    only: dict[str, Any] = {}
+    for path, value in changed.items():
+        head, _, leaf = path.partition(".")
+        # the PPO class is a field, but sweep's subclass is no value Isaac Lab's trainer is meant to build
+        declared = (leaf in ALGORITHM_FIELDS and leaf != "class_name") if leaf else head in RUNNER_FIELDS
+        (fields if declared else only)[path] = value
+    return fields, only
+
+
+def with_rsl_rl_only(agent: dict[str, Any], only: dict[str, Any]) -> dict[str, Any]:
+    """A copy of Isaac Lab's agent config (``to_dict``'s dict) with the ``rsl_rl_only`` settings applied: what
+    sweep's own loop hands rsl-rl."""
+    import copy
+
+    out = copy.deepcopy(agent)
+    for path, value in only.items():
+        head, _, leaf = path.partition(".")
+        if leaf:
+            out[head][leaf] = copy.deepcopy(value)
+        else:
+            out[head] = copy.deepcopy(value)
+    return out
 
 
 def _hydra(value: Any) -> str:
@@ -156,6 +232,31 @@ def check_physics(env_cfg: Any, physics_preset: str) -> None:
         raise ConfigError(f"backend_options.physics_preset={physics_preset}: the task has {physics}")
 
 
+def check_built_physics(physics_preset: str, physics_cfg: str, manager: str) -> str:
+    """The physics a built scene runs, ``"<config class>/<manager class>"``, if it is the preset asked for (a contrib
+    flat task defaults to PhysX: only the preset's override makes it Newton); else an error naming both."""
+    want = ("newton", "mjwarp") if physics_preset == "newton_mjwarp" else ("physx", "physx")
+    built = f"{physics_cfg}/{manager}"
+    if want[0] not in physics_cfg.lower() or want[1] not in manager.lower():
+        raise RuntimeError(f"backend_options.physics_preset={physics_preset}: the built scene runs {built}")
+    return built
+
+
+def velocity_tasks(registered: Iterable[str]) -> list[str]:
+    """The registered velocity task ids, core and contrib."""
+    return sorted(n for n in set(registered) if n.startswith(TASK_PREFIXES) and "-Velocity-" in n)
+
+
+def check_velocity_task(task: str, env_cfg: Any, registered: Iterable[str]) -> None:
+    """A task is a velocity task when its env config has the ``base_velocity`` command (what the success rule
+    reads); any other registered id is one line listing the velocity tasks."""
+    if getattr(getattr(env_cfg, "commands", None), VELOCITY_COMMAND, None) is None:
+        raise ConfigError(
+            f"profile={task}: not an Isaac Lab velocity task (its env config has no {VELOCITY_COMMAND} command, which "
+            f"the success rule reads); velocity tasks: {', '.join(velocity_tasks(registered))}"
+        )
+
+
 def _squash(task: str) -> str:
     return re.sub(r"[^a-z0-9]", "", task.lower().removesuffix("-v0"))
 
@@ -174,8 +275,9 @@ def resolve_task_id(task: str, registered: Iterable[str]) -> str:
     new = renamed_task(task, names)
     if new is not None:
         raise ConfigError(f"profile={task}: an Isaac Lab 2.x task id; Isaac Lab 3.0 registers it as profile={new}")
-    velocity = [name for name in names if name.startswith("Isaac-Velocity-")]
-    raise ConfigError(f"profile={task}: not a registered Isaac Lab task; velocity tasks: {', '.join(velocity)}")
+    raise ConfigError(
+        f"profile={task}: not a registered Isaac Lab task; velocity tasks: {', '.join(velocity_tasks(names))}"
+    )
 
 
 #: Config fields that only rendering reads (materials, debug markers, lights): kit-less training loads none of them.
@@ -220,18 +322,86 @@ def missing_assets(paths: Iterable[str], root: Path) -> list[str]:
 
 
 def split_agent_config(train_cfg: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """sweep's rsl-rl config -> (what Isaac Lab's config classes declare, the rest keyed by dotted path)."""
-    declared: dict[str, Any] = {}
-    extra: dict[str, Any] = {}
-    for key, value in train_cfg.items():
-        allowed = {"algorithm": ALGORITHM_FIELDS, "actor": MODEL_FIELDS, "critic": MODEL_FIELDS}.get(key)
-        if allowed is not None:
-            declared[key] = {k: v for k, v in value.items() if k in allowed}
-            extra.update({f"{key}.{k}": v for k, v in value.items() if k not in allowed})
-        elif key != "save_interval":  # sweep never saves through the runner: meaningless to Isaac Lab
-            (declared if key in RUNNER_FIELDS else extra)[key] = value
-    algorithm = declared.get("algorithm", {})
+    """What sweep's loop handed rsl-rl -> (Isaac Lab's agent config, the ``rsl_rl_only`` settings by dotted path):
+    the inverse of :func:`with_rsl_rl_only` (keys and their order as Isaac Lab's ``to_dict`` gave them)."""
+    import copy
+
+    agent = copy.deepcopy(train_cfg)
+    only: dict[str, Any] = {}
+    algorithm = agent.get("algorithm", {})
+    for key in [k for k in algorithm if k not in ALGORITHM_FIELDS]:
+        only[f"algorithm.{key}"] = algorithm.pop(key)
     if algorithm.get("class_name", "PPO") != "PPO":  # sweep's FastPPO; Isaac Lab's runner builds rsl-rl's PPO
-        extra["algorithm.class_name"] = algorithm["class_name"]
+        only["algorithm.class_name"] = algorithm["class_name"]
         algorithm["class_name"] = "PPO"
-    return declared, extra
+    for key in [k for k in agent if k not in RUNNER_FIELDS]:
+        only[key] = agent.pop(key)
+    return agent, only
+
+
+#: Where a trial folder keeps its configs, as Isaac Lab's trainer keeps them in its log folder (``params/``).
+PARAMS_DIR = "params"
+
+
+class ParamsLoader(yaml.SafeLoader):
+    """Safe YAML plus the two Python tags in what Isaac Lab's ``dump_yaml`` writes (it calls ``yaml.dump``, not
+    ``safe_dump``): ``!!python/tuple`` and ``!!python/object/apply:builtins.slice``. Any other tag is an error."""
+
+
+ParamsLoader.add_constructor(
+    "tag:yaml.org,2002:python/tuple", lambda loader, node: tuple(loader.construct_sequence(node, deep=True))
+)
+ParamsLoader.add_constructor(
+    "tag:yaml.org,2002:python/object/apply:builtins.slice",
+    lambda loader, node: slice(*loader.construct_sequence(node, deep=True)),
+)
+
+
+def read_params(path: Path) -> dict[str, Any]:
+    """A ``params/agent.yaml`` or ``params/env.yaml`` as Isaac Lab's trainer or a sweep trial wrote it."""
+    with open(path) as f:
+        return yaml.load(f, Loader=ParamsLoader)  # a SafeLoader with two constructors added: builds nothing else
+
+
+def write_params(path: Path, data: dict[str, Any]) -> None:
+    """Write a config dict as Isaac Lab's ``dump_yaml`` does (``yaml.dump``, block style, keys in their order)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        yaml.dump(data, f, default_flow_style=False, sort_keys=False)
+
+
+def plain(value: Any) -> Any:
+    """A config value with tuples as lists and slices as their text: what ``yaml.safe_dump`` can write."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return str(value) if isinstance(value, slice) else value
+
+
+#: Keys of the saved configs that say how a run is driven, not what it trains, so a sweep trial and Isaac Lab's
+#: trainer replaying its line differ there by design: the trainer's iteration count (a trial trains until its
+#: target or cap) and its log folder (a trial logs to its own folder).
+RUN_ONLY = {"agent": frozenset({"max_iterations"}), "env": frozenset({"log_dir"})}
+
+
+def _leaves(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """Every leaf of a nested config dict by dotted path (an empty dict is a leaf)."""
+    if isinstance(tree, dict) and tree:
+        out: dict[str, Any] = {}
+        for key, value in tree.items():
+            out.update(_leaves(value, f"{prefix}{key}."))
+        return out
+    return {prefix.rstrip("."): tree}
+
+
+def params_differences(kind: str, ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """Leaves of two saved ``kind`` configs (``agent`` or ``env``: a trial's and Isaac Lab's trainer's) that differ,
+    by dotted path -> (ours, theirs), ``"<absent>"`` for a missing one; the :data:`RUN_ONLY` keys left out."""
+    a, b = _leaves(ours), _leaves(theirs)
+    missing = "<absent>"
+    return {
+        path: (a.get(path, missing), b.get(path, missing))
+        for path in sorted(set(a) | set(b))
+        if path not in RUN_ONLY[kind] and a.get(path, missing) != b.get(path, missing)
+    }
