@@ -39,6 +39,8 @@ from tests import isaaclab_standin as standin
 from tests.helpers import ROOT, run_module
 
 FLAT = "Isaac-Velocity-Flat-AnymalD"
+#: Isaac Lab's own Go2 task on a real Go2 model (tests/isaaclab_go2.py): the CPU smoke trials and sweep run on it.
+GO2 = "Isaac-Velocity-Flat-UnitreeGo2"
 CONTRIB_FLAT = "IsaacContrib-Velocity-Flat-AnymalC"  # physics defaults to PhysX; the stand-in root has its robot
 OLD_FLAT = "Isaac-Velocity-Flat-Anymal-D-v0"  # Isaac Lab 2.x
 ISAAC_MODULES = ("isaaclab", "isaaclab_tasks", "isaaclab_rl", "isaacsim", "omni")
@@ -716,10 +718,11 @@ def test_the_fields_sweep_takes_for_isaac_labs_are_declared_by_its_config_classe
 
 @pytest.fixture(scope="module")
 def asset_root(tmp_path_factory) -> str:
-    """The stand-in asset root (tests/isaaclab_standin.py), set for this process before Isaac Lab is imported."""
-    from tests.isaaclab_standin import write_asset_root
+    """One asset root with the ANYmal stand-in (tests/isaaclab_standin.py) and the real Go2 (tests/isaaclab_go2.py), set
+    for this process before Isaac Lab is imported (it reads the root once)."""
+    from tests import isaaclab_go2
 
-    root = str(write_asset_root(tmp_path_factory.mktemp("isaac-assets")))
+    root = str(isaaclab_go2.write_asset_root(standin.write_asset_root(tmp_path_factory.mktemp("isaac-assets"))))
     il.use_asset_root(root)
     return root
 
@@ -841,7 +844,7 @@ def test_a_contrib_task_runs_the_chosen_newton_preset_and_other_ids_are_one_line
 #: The real trial the next two tests read: a swept knob off the task's value (2 mini-batches, the task has 4) and a
 #: perf flag that acts through a field of Isaac Lab's config (check_for_nan) as well as outside it (FastPPO).
 TRIAL_ARGS = (
-    f"profile={FLAT}",
+    f"profile={GO2}",
     "num_envs=16",
     "num_steps_per_env=12",
     "num_mini_batches=2",
@@ -894,7 +897,7 @@ def test_the_exported_line_in_isaac_labs_trainer_saves_the_configs_the_trial_tra
     cfg, _ = config_from_overrides(parse_overrides(args))  # the trial's config, as python -m sweep.trial read it
     trial_dir = out / "trials" / "0000"
     section = get_backend("isaaclab").export_section(cfg, implied_agent_config(cfg, trial_dir))["isaaclab"]
-    assert section["command"].startswith(f"python -m isaaclab train --rl_library rsl_rl --task {FLAT} presets=")
+    assert section["command"].startswith(f"python -m isaaclab train --rl_library rsl_rl --task {GO2} presets=")
     assert (
         "agent.check_for_nan=false" in section["override"]
         and "agent.algorithm.num_mini_batches=2" in section["override"]
@@ -912,7 +915,7 @@ def test_the_exported_line_in_isaac_labs_trainer_saves_the_configs_the_trial_tra
     env = {**os.environ, il.ASSET_ROOT_ENV: asset_root, "PYTHONPATH": str(ROOT)}
     run = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
-    (saved,) = (tmp_path / "logs" / "rsl_rl" / "anymal_d_flat").glob("*/params")
+    (saved,) = (tmp_path / "logs" / "rsl_rl").glob("*/*/params")
     for kind in ("agent", "env"):
         ours = ilc.read_params(trial_dir / ilc.PARAMS_DIR / f"{kind}.yaml")
         theirs = ilc.read_params(saved / f"{kind}.yaml")
@@ -920,15 +923,16 @@ def test_the_exported_line_in_isaac_labs_trainer_saves_the_configs_the_trial_tra
     agent, task_env = ilc.read_params(saved / "agent.yaml"), ilc.read_params(saved / "env.yaml")
     assert agent["algorithm"]["num_mini_batches"] == 2 and agent["check_for_nan"] is False and agent["seed"] == 1
     assert agent["num_steps_per_env"] == 12 and agent["actor"]["obs_normalization"] is False
+    assert agent["algorithm"]["entropy_coef"] == 0.01  # the Go2 task's own (sweep's own config has 0.005)
     assert task_env["scene"]["num_envs"] == 16 and task_env["episode_length_s"] == 1.0 and task_env["seed"] == 1
 
 
 @pytest.mark.isaaclab
 @needs_isaaclab
-def test_sweep_run_on_isaac_lab_ends_with_a_report(asset_root, tmp_path) -> None:
+def test_sweep_run_on_isaac_labs_go2_ends_with_a_report(asset_root, tmp_path) -> None:
     proc = run_module(
         "sweep.run",
-        "space=anymal_d_flat",
+        "space=go2_flat",
         f"backend_options.asset_root={asset_root}",
         "run_id=isaac",
         f"out={tmp_path}",
