@@ -1,6 +1,6 @@
 #!/bin/bash
 # A full sweep with its confirmation phase on one GPU (GPU defaults of space=locomotion), in device calls of at most
-# 10 minutes each (benchmarks/RESULTS.md, section 8). Run on the device machine after the wheels of
+# 10 minutes each (docs/benchmarks.md, the recommendation against the baseline). Run on the device machine after the wheels of
 # ../shared/tools/device-wheels.sh are installed, from the project root:
 #   bash benchmarks/confirm_h200.sh start <timeout_s> key=value...   # first call: a new study
 #   bash benchmarks/confirm_h200.sh resume <timeout_s> [key=value...] # next call (within 30 s): continue it

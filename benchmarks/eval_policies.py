@@ -1,6 +1,6 @@
 """What each rule for when to run a held-out pass costs, on curves measured in full (``eval_curves_h200.py``).
 
-    python benchmarks/eval_policies.py benchmarks/data/h200_overhead/eval_curves/eval_curves.jsonl --gates 0 0.2 0.4 0.6
+    python benchmarks/eval_policies.py eval_curves.jsonl --gates 0 0.2 0.4 0.6
 
 Every checkpoint of those curves ran a full pass, so the verdict of any pass a rule would run is known, and so is
 the later checkpoint where a rule that skipped the first reaching pass would detect the target. For each rule, over

@@ -1,6 +1,6 @@
 """Where a sweep's billable seconds went, for run folders side by side (issue 20's before/after table).
 
-    python benchmarks/overhead_shares.py benchmarks/data/h200_confirmed benchmarks/data/h200_overhead/gate_after
+    python benchmarks/overhead_shares.py benchmarks/data/h200_confirmed benchmarks/data/h200_overhead/unbroken
 
 Every figure comes from each folder's ``ledger.jsonl`` (each trial's last row): shares are of the study's billable
 seconds (every trial, pruned and failed included); "training" is simulation + policy + PPO update

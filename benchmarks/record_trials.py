@@ -19,7 +19,7 @@ its GPU, so its times are its own; its rows go to ``<out>.shard<I>.jsonl``, read
     CUDA_VISIBLE_DEVICES=1 python benchmarks/record_trials.py grid ... --shard 1/2
 
 A table is evaluated one way: ``--stepped-passes`` steps held-out passes from Python, as before the env's own loop
-(RESULTS 13), for a table begun before it (``h200_grid3``).
+(docs/decisions/0007-pass-in-the-simulator-loop.md), for a table begun before it (``h200_grid3``).
 
 From ledgers already written (a sweep's trials are real trials too; pruned ones are kept only up to
 where they were stopped, so they are marked ``truncated``):
@@ -240,7 +240,7 @@ def main() -> None:
     g.add_argument(
         "--stepped-passes",
         action="store_true",
-        help="step held-out passes from Python, not in the env's own loop (as a table begun before RESULTS 13 was: "
+        help="step held-out passes from Python, not in the env's own loop (as a table begun before that loop was: "
         "one table, one way of evaluating)",
     )
     led = sub.add_parser("ledgers")

@@ -237,7 +237,7 @@ GRID3 = ROOT / "benchmarks" / "data" / "h200_grid3.json"
 @pytest.mark.skipif(not GRID3.is_file(), reason="no 3-seed table under benchmarks/data")
 def test_the_race_slack_keeps_a_lucky_seed_from_capping_the_best_configs_of_the_3_seed_table(tmp_path: Path) -> None:
     bench = search_efficiency()
-    # the 32 configs RESULTS 5e replayed (--num-envs 2048,4096): every seed of them is recorded
+    # the 32 configs of docs/decisions/0002-race-slack.md (--num-envs 2048,4096): every seed of them is recorded
     table = bench.subset(load_table(str(GRID3)), {2048, 4096})
     path = tmp_path / GRID3.name
     path.write_text(json.dumps(table))
@@ -279,8 +279,9 @@ def test_the_gpu_defaults_end_on_a_correct_config_of_the_whole_3_seed_table() ->
         rows = bench.run_planner(str(GRID3), bench.table_space(table), "planner-cost", seed, Args())
         return bench.usd_to_correct(bench.planner_trace(rows), correct)[0]
 
-    # sampler seeds 6 and 8 end on a wrong config with each config's first seed alone (RESULTS 5f): a lucky seed of a
-    # worse config became a finalist while the correct configs' single seeds ranked below it
+    # sampler seeds 6 and 8 end on a wrong config with each config's first seed alone
+    # (docs/decisions/0003-intensify.md): a lucky seed of a worse config became a finalist while the correct configs'
+    # single seeds ranked below it
     assert gpu.search.intensify == 2
     assert usd_to_correct(6) < float("inf") and usd_to_correct(8) < float("inf")
     Args.intensify = 1

@@ -1,11 +1,11 @@
 """A trained policy as plain tensors, so that a simulator can run it on its own device without Python per step.
 
-A held-out pass steps the policy and the simulator once per control step from Python. For the embedded MJX task
-on an H200 that costs ~4.3 ms per step for 256 episodes, against ~2.9 ms for the same simulation inside one device
-loop (``benchmarks/RESULTS.md`` section 11): so an env that can run a policy itself (``TaskEnv.policy_steps``)
-gets it as an :class:`MlpPolicy` instead. Only rsl-rl's plain MLP actor (``MLPModel``: optional empirical
-observation normalization, linear layers with one activation between them, a Gaussian head whose deterministic
-output is the MLP's) is recognized; anything else gives None and is stepped from Python as before.
+A held-out pass steps the policy and the simulator once per control step from Python. For the embedded MJX task on a
+GPU the dispatch of each step costs a large share of a 256-episode pass beside the same simulation inside one device
+loop (docs/decisions/0007-pass-in-the-simulator-loop.md): so an env that can run a policy itself
+(``TaskEnv.policy_steps``) gets it as an :class:`MlpPolicy` instead. Only rsl-rl's plain MLP actor (``MLPModel``:
+optional empirical observation normalization, linear layers with one activation between them, a Gaussian head whose
+deterministic output is the MLP's) is recognized; anything else gives None and is stepped from Python as before.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ class Target:
     eval_gate_signal: str = "train_success"
     """Which training-side signal ``eval_gate`` reads: ``train_success`` (the success share of the training episodes
     that ended since the last checkpoint) or ``on_track`` (of the training envs under way, the share that would
-    succeed if they ended now; an env that does not give it runs every pass; see README)."""
+    succeed if they ended now; an env that does not give it runs every pass; see docs/methodology.md)."""
 
 
 @dataclass(frozen=True)
@@ -149,8 +149,8 @@ class Search:
     race_slack: float = 1.5
     """With ``prune``, a search trial is capped and pruned at this many times the leader's mean cost to target on
     equal terms (>= 1); while each config has one seed, the best known cost, the luckiest seed so far. One seed's cost
-    varies up to 2x at a fixed config: at 1 a lucky seed of a worse config caps the best config's trials short of the
-    target."""
+    varies widely at a fixed config: at 1 a lucky seed of a worse config caps the best config's trials short of the
+    target (docs/decisions/0002-race-slack.md)."""
     intensify: int = 1
     """Search trials a config runs, each on a new training seed, once it leads the search (the lowest mean cost to
     target on equal terms) before the search tries further configs (>= 1; 1: every config once). The race bar is

@@ -1,7 +1,7 @@
 """Ahead-of-time compilation: fill the persistent XLA cache with a space's env shapes while the GPU trains.
 
-A trial that meets an env shape (``num_envs``, backend knobs) its worker has not built yet compiles it: 15-20 s
-on an H200 cold, a few seconds from the persistent cache (``compile_cache`` flag). On a GPU machine
+A trial that meets an env shape (``num_envs``, backend knobs) its worker has not built yet compiles it, on its own
+bill: far longer cold than from the persistent cache (``compile_cache`` flag). On a GPU machine
 ``sweep.run`` starts ``python -m sweep.precompile`` beside the workers (up to 4 side by side, see :func:`jobs`):
 they compile what an env of each shape the study may need compiles (:meth:`Backend.preload`: XLA compiles on the
 host CPU, idle while the GPU trains; no env is built) and train nothing. Their seconds
@@ -110,8 +110,8 @@ def wanted(cfg: RunConfig, has_gpu: bool) -> bool:
 
 
 def jobs(cpus: int | None = None) -> int:
-    """Compiling processes to run side by side: one per 4 host cores, at most 4 (the trials keep the other cores;
-    on a 16-core H200 host 4 built the space's 11 shapes in 85 s, 1 in 230 s)."""
+    """Compiling processes to run side by side: one per 4 host cores, at most 4: the trials keep the other cores, and
+    more processes finish a space's shapes sooner (docs/decisions/0012-precompiler.md)."""
     return max(1, min(4, (cpus if cpus is not None else os.cpu_count() or 1) // 4))
 
 

@@ -1,16 +1,15 @@
 """Load a study's env shapes into a GPU worker ahead of its trials, while the GPU trains.
 
-A trial whose env shape is new to its worker process loaded it at its start, billed: 1.7-4.1 s per such trial on
-an H200 even with the shape in the persistent cache (13 of 28 trials in ``benchmarks/RESULTS.md`` section 11,
-about 4% of that sweep). So each GPU worker runs one thread beside its trials that loads the study's shapes into
-the process (:meth:`sweep.backends.base.Backend.preload`: compiled or read from the persistent cache, no env
-built), in the order the trials meet them (:func:`sweep.execution.precompile.worker_plan`): the first trial's held-out
-panel and training shape at once, the panel compiled beside that trial's own training envs, and every other shape
-once the ahead-of-time
-compiler's line (``precompile.jsonl``) says it is in the persistent cache. A trial that meets a shape the thread
-is loading waits for it rather than loading it a second time. Each shape loaded, or the error that stopped the
-thread, is a line in ``preload.jsonl`` in the run folder. The thread's seconds overlap billed trial seconds
-and are not billed again; whatever it slows a trial by is in that trial's bill.
+A trial whose env shape is new to its worker process loaded it at its start, billed, even with the shape in the
+persistent cache, and many trials of a sweep meet such a shape (docs/decisions/0013-preload-thread.md). So each GPU
+worker runs one thread beside its trials that loads the study's shapes into the process
+(:meth:`sweep.backends.base.Backend.preload`: compiled or read from the persistent cache, no env built), in the
+order the trials meet them (:func:`sweep.execution.precompile.worker_plan`): the first trial's held-out panel and
+training shape at once, the panel compiled beside that trial's own training envs, and every other shape once the
+ahead-of-time compiler's line (``precompile.jsonl``) says it is in the persistent cache. A trial that meets a shape
+the thread is loading waits for it rather than loading it a second time. Each shape loaded, or the error that
+stopped the thread, is a line in ``preload.jsonl`` in the run folder. The thread's seconds overlap billed trial
+seconds and are not billed again; whatever it slows a trial by is in that trial's bill.
 """
 
 from __future__ import annotations

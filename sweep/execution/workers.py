@@ -147,7 +147,7 @@ class WorkerPool:
                     include_dashboard=cfg.dashboard,
                     dashboard_host=cfg.host,
                     # Trials are billed by the second: at Ray's default niceness (15) any other process starves
-                    # them (2 cores, one kept busy: 20 iterations took 277 s instead of 63 s).
+                    # them (docs/decisions/0016-worker-priority.md).
                     _system_config={"worker_niceness": 0},
                 )
             try:
@@ -168,7 +168,7 @@ class WorkerPool:
         self.worker_cls = _worker_class()
         self.plan: dict | None = None  # env shapes each worker loads ahead of its trials (see preload)
         # A trial that failed on a GPU may leave its process's device state broken (a CUDA error, a failed graph
-        # capture): on one H200 the next trial of such a worker died 0.6 s in (benchmarks/RESULTS.md section 19).
+        # capture): the next trial of such a worker has died at its start (docs/decisions/0015-cuda-graph-capture.md).
         # So a GPU worker whose trial failed is replaced; the new one starts, and loads the plan, before its first
         # trial. A CPU slot keeps its process.
         self.retire_failed = use_gpu

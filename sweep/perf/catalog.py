@@ -187,6 +187,36 @@ def all_on(exact_only: bool = False) -> dict[str, Any]:
     }
 
 
+def markdown() -> str:
+    """The catalog as the page ``docs/perf-flags.md`` (``python -m sweep.perf > docs/perf-flags.md``; a test fails when
+    the page is stale)."""
+
+    def value(v: Any) -> str:
+        return f"`{str(v).lower() if isinstance(v, bool) else v}`"
+
+    lines = [
+        "# Performance flags",
+        "",
+        "<!-- Generated from sweep/perf/catalog.py by `python -m sweep.perf > docs/perf-flags.md`: edit the catalog, "
+        "not this page. -->",
+        "",
+        "Each flag is a switch whose default reproduces rsl-rl 5.5.1, so all flags at their defaults is the stock "
+        "algorithm run by sweep's loop. A flag is a search-space knob (`knobs.flags.<name>: [false, true]`), a "
+        "`python -m sweep.trial flags.<name>=...` option, and is written to `recommended.yaml`. *Exact* flags keep "
+        "training semantics (same actions and losses for the same seed, to the tolerance given); the others change "
+        "numerics. What they buy on a GPU: [docs/benchmarks.md](benchmarks.md#perf-flags).",
+        "",
+        "| flag | default | choices | semantics | what it does | where it acts |",
+        "|---|---|---|---|---|---|",
+    ]
+    for f in CATALOG.values():
+        semantics = f"exact ({f.tolerance})" if f.exact else "changes numerics"
+        choices = ", ".join(value(c) for c in f.choices)
+        row = (f"`{f.name}`", value(f.default), choices, semantics, f.description, f"`{f.where}`")
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def backend_knobs(flags: dict[str, Any], supported: tuple[str, ...]) -> dict[str, Any]:
     """The flags a backend applies itself, restricted to those it supports."""
     return {name: flags[name] for name in BACKEND_FLAGS if name in supported}

@@ -27,10 +27,9 @@ WARMUP_STEPS = 3
 #: (:mod:`sweep.execution.preload`), so that the two never overlap.
 CAPTURING = threading.Lock()
 #: The capture's ``cudaStreamCaptureMode``: only the capturing thread's unsafe calls (allocations, syncs) break it.
-#: In the default, "global", any thread's did: on one H200 a trial's capture failed ("operation failed due to a
-#: previous error during capture") while no other thread of the worker but JAX's own runtime was working, and the
-#: worker process died in its next trial (``benchmarks/RESULTS.md`` section 19: once among the 235 trials with
-#: the flag in the H200 run folders of ``benchmarks/data``).
+#: In the default, "global", any thread's did: a trial's capture failed ("operation failed due to a previous error
+#: during capture") while no other thread of the worker but JAX's own runtime was working, and the worker process
+#: died in its next trial (docs/decisions/0015-cuda-graph-capture.md).
 CAPTURE_MODE = "thread_local"
 
 

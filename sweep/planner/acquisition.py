@@ -30,7 +30,7 @@ SUCCESS_FLOOR = 0.05
 #: Length scales tried (in rank units of the ordinal knobs, 0-1 across a knob's choices; and per flag).
 ORDINAL_SCALES = (0.25, 0.5, 1.0, 2.0)
 FLAG_SCALES = (0.5, 1.0, 2.0, 8.0)
-#: Noise variance of a standardized log cost: one seed's time to target varies up to 2x at a fixed config.
+#: Noise variance of a standardized log cost: one seed's time to target varies widely at a fixed config.
 NOISE = 0.1
 
 

@@ -1,6 +1,6 @@
 """The confirmation phase: which configs are confirmed, which stay in the race, and what runs next, from ledger rows.
 
-One trial is a noisy sample (on one H200 the best config took 27-56 s to the target over 3 seeds), so after the
+One trial is a noisy sample (seeds of one config differ widely in cost to target: docs/benchmarks.md), so after the
 search the planner re-runs its finalists on further training seeds before it recommends one:
 
 - finalists: the search's ``confirm.top`` best configs (:func:`sweep.analysis.evidence.rank_key` over their search
@@ -28,7 +28,7 @@ from sweep.contract import TrialState, ended_by_study
 from sweep.ledger import end_label
 from sweep.params import TrialParams
 
-#: Who stops getting seeds (written into recommended.yaml and the README).
+#: Who stops getting seeds (written into recommended.yaml and docs/methodology.md).
 RACE_RULE = (
     "after each round, a candidate gets no more seeds when the leader (the best finalist so far) has only seeds "
     "that reached and it has one that stopped before the target, or when it has at least 2 seeds and either its mean "

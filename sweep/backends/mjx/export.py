@@ -1,13 +1,13 @@
 """The task's functions for one env shape, kept lowered on disk (``jax.export``) beside the persistent XLA cache.
 
-With a warm XLA cache, most of what a new env shape still costs a process is Python tracing and lowering of the
-MJX step, not loading its executable (``benchmarks/env_build.py --split``: trace 1.9 s, lower 1.0 s, load 0.6 s on
-2 CPU cores). So the first process to meet a shape exports its reset, step and simulation-only step, lowered, to
-``<XLA cache dir>/exported/<key>.bin``; every later process (a worker's next trial, the ahead-of-time compiler's
-shapes) deserializes them and only lowers a thin wrapper, whose executable the XLA cache then holds. The key
-hashes everything the lowered code depends on: the task's source files, the model file, the profile's parameters,
-donation, the shape, the platform and device kind, and the jax / jaxlib / mujoco versions, so a change to any of
-them exports afresh. Used only when the persistent cache is on (the ``compile_cache`` flag).
+With a warm XLA cache, most of what a new env shape still costs a process is Python tracing and lowering of the MJX
+step, not loading its executable (docs/decisions/0014-lowered-functions-on-disk.md). So the first process to meet a
+shape exports its reset, step and simulation-only step, lowered, to ``<XLA cache dir>/exported/<key>.bin``; every
+later process (a worker's next trial, the ahead-of-time compiler's shapes) deserializes them and only lowers a thin
+wrapper, whose executable the XLA cache then holds. The key hashes everything the lowered code depends on: the
+task's source files, the model file, the profile's parameters, donation, the shape, the platform and device kind,
+and the jax / jaxlib / mujoco versions, so a change to any of them exports afresh. Used only when the persistent
+cache is on (the ``compile_cache`` flag).
 """
 
 from __future__ import annotations

@@ -63,10 +63,9 @@ class TaskParams:
 
 
 PROFILES: dict[str, TaskParams] = {
-    # Backward commands: the trotting reference alone walks an untrained policy forward (~0.2 m/s), which met every
-    # forward command of 0-0.4 m/s (0.86 held-out success untrained). Calibrated on 2 CPU cores
-    # (benchmarks/profile_calibration.py --set 'cmd_vx=[-0.2,-0.05]' --iters 100, 256 envs x 24 steps, seeds 1 and
-    # 2): untrained 0.000 and 0.012 held-out success, 1.000 and 1.000 after 100 iterations (0.61 M env steps).
+    # Backward commands: the trotting reference alone walks an untrained policy forward, which met the forward
+    # commands, so held-out success measured little learning; backward, an untrained policy fails and a trained one
+    # passes (docs/decisions/0017-cpu-profile-commands.md; benchmarks/profile_calibration.py checks a variant).
     "cpu": TaskParams(
         floor="flat",
         episode_steps=200,
@@ -102,9 +101,9 @@ class MjxLocomotionEnv(TaskEnv):
 
     loop_platforms: tuple[str, ...] = ("gpu",)
     """Devices whose envs run held-out passes in their own loop (:meth:`policy_steps`; an env's ``policy_loop``).
-    GPUs only: there a pass stepped from Python waits on dispatch (0.73x the seconds per step in the loop, RESULTS
-    13); on 2 CPU cores it did not pay in the one study measured, and it is one more compile where a 256-env panel
-    otherwise shares the 256-env training step's (RESULTS 4)."""
+    GPUs only: there a pass stepped from Python waits on dispatch, which the loop saves; on a CPU the simulation
+    dominates a pass, and the loop is one more compile where a 256-env panel otherwise shares the 256-env training
+    step's (docs/decisions/0007-pass-in-the-simulator-loop.md)."""
 
     def __init__(self, num_envs: int, seed: int, device: str, params: TaskParams, donate: bool = False) -> None:
         import jax
