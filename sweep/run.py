@@ -272,10 +272,14 @@ def finish(cfg: config_mod.RunConfig, run_dir: Path) -> Any:
     from sweep.report import page as report
 
     rows_path = run_dir / "ledger.jsonl"
-    html = report.write(run_dir)
-    recommended = export.write(run_dir)
+    try:
+        recommended = export.write(run_dir)  # first: the report's card quotes its Isaac Lab trainer line
+    finally:  # the report is written even when the export fails
+        html = report.write(run_dir)
     outcome = summary.summarize(read_rows(rows_path))
-    safe_print(summary.run_text(outcome, rows_path))
+    best = outcome.recommended
+    trainer = export.trainer_command(run_dir, best.trial) if best is not None else None
+    safe_print(summary.run_text(outcome, rows_path, trainer))
     safe_print(f"report:      {html}")
     safe_print(f"recommended: {recommended if recommended else '(no trial reached the target)'}")
     safe_print(f"ledger:      {rows_path}")

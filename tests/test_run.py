@@ -184,6 +184,22 @@ def test_a_run_with_a_confirmation_ends_with_the_baseline_comparison(tmp_path: P
     assert vs["ratio"] < 1 and len(vs["ci95"]) == 2 and "delta method" in vs["rule"]
     spend = evidence["study_usd_by_phase"]
     assert spend["confirm"] == pytest.approx(sum(metrics(r)["usd"] for r in confirmed))
-    line = next(x for x in proc.stdout.splitlines() if x.startswith("recommended 64 envs x 8 steps"))
-    assert f"{vs['ratio']:.2f}x the baseline" in line and "over 2 seeds" in line
-    assert "confirmation $" in proc.stdout
+    printed = proc.stdout.splitlines()
+    use = printed.index(next(x for x in printed if x.startswith("use: 64 envs x 8 steps")))
+    cost, study_cost, payback = printed[use + 1 : use + 4]  # the decision leads the printout
+    assert cost.startswith("cost to target: ") and "over 2 seeds" in cost
+    assert f"{vs['ratio']:.2f}x the baseline's mean ${vs['baseline_mean']:.4f}" in cost
+    pay = evidence["payback"]
+    total = sum(metrics(r)["usd"] for r in ends.values())
+    assert pay["study_usd"] == pytest.approx(total)
+    assert pay["study_in_baseline_runs"] == pytest.approx(total / vs["baseline_mean"])
+    assert pay["saving_per_run_usd"] == pytest.approx(vs["baseline_mean"] - evidence["mean_usd_to_target_equal_terms"])
+    assert pay["runs_to_pay_back"] == pytest.approx(total / pay["saving_per_run_usd"])
+    assert study_cost.startswith(
+        f"study cost: ${total:.4f}, {pay['study_in_baseline_runs']:.1f} baseline training runs"
+    )
+    assert "confirmation $" in study_cost
+    assert payback.startswith(
+        f"payback: saves ${pay['saving_per_run_usd']:.4f} per training run on equal terms; the study pays for itself "
+        f"after {pay['runs_to_pay_back']:.1f} training runs"
+    )
