@@ -1,8 +1,8 @@
 """``python -m sweep.run space=locomotion [key=value ...]`` or ``python -m sweep.run resume=reports/<run_id>``.
 
 Composes and validates the config (every error before any trial starts), starts the worker pool,
-runs the planner with one live progress line, then writes the report and ``recommended.yaml``
-into ``reports/<run_id>/`` and prints where they are.
+runs the planner with its progress on stderr (a live view on a terminal, a plain line in a pipe or a log), then writes
+``recommended.yaml`` and the report into ``reports/<run_id>/`` and prints the decision and where they are.
 """
 
 from __future__ import annotations
@@ -168,36 +168,6 @@ def resolve_runtime(cfg: config_mod.RunConfig, has_gpu: bool) -> tuple[str, Any,
     return profile, price, backend.control_dt_s(profile)
 
 
-class Progress:
-    """One live line: USD spent / budget, trials by state, best USD-to-target."""
-
-    def __init__(self) -> None:
-        self.last = ""
-        self.tty = sys.stderr.isatty()
-        self.last_print = 0.0
-
-    def __call__(self, status: dict[str, Any]) -> None:
-        states = ", ".join(f"{n} {s}" for s, n in sorted(status["states"].items())) or "no trials yet"
-        best = f"${status['best_usd']:.4f}" if status["best_usd"] is not None else "none yet"
-        line = (
-            f"spent ${status['spent_usd']:.4f} / ${status['budget_usd']:g} | {states} | best USD-to-target {best}"
-            + (" | confirming the finalists on more seeds" if status.get("phase") == "confirm" else "")
-            + (f" | stopping: {status['stopping']}" if status["stopping"] else "")
-        )
-        if line == self.last:
-            return
-        if self.tty:
-            safe_print("\r" + line.ljust(len(self.last)), end="", file=sys.stderr, flush=True)
-        elif time.time() - self.last_print > 10 or status["stopping"]:
-            safe_print(line, file=sys.stderr, flush=True)
-            self.last_print = time.time()
-        self.last = line
-
-    def close(self) -> None:
-        if self.tty and self.last:
-            safe_print(file=sys.stderr)
-
-
 def plan(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool, tuple[str, Any, float]]:
     """Every check a run makes before it writes anything or starts a worker: the config, the machine (device,
     price, installed packages) and a space that something can run in. Returns (config, run folder, resuming?,
@@ -229,6 +199,7 @@ def main(argv: list[str]) -> int:
     from sweep.execution import precompile
     from sweep.execution.workers import WorkerPool, wait_ready
     from sweep.planner.loop import Planner
+    from sweep.report.live import Progress
 
     pool = WorkerPool(cfg.workers, use_gpu=has_gpu)
     progress = Progress()
