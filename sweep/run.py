@@ -8,6 +8,7 @@ runs the planner with its progress on stderr (a live view on a terminal, a plain
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import signal
@@ -34,6 +35,9 @@ DRIVER_MODULES = ("ray", "optuna", "sweep.planner", "sweep.execution", "sweep.re
 #: Exit status of a run whose trials all failed before any was evaluated (bad input is 2, Ctrl-C 130).
 EXIT_ALL_FAILED = 1
 
+#: The key of config.yaml that records the SHA-256 of the space file the run was composed from.
+SPACE_HASH = "space_sha256"
+
 #: Top-level keys a resumed run may change (the study's space, target and seeds stay as they were).
 RESUME_OVERRIDABLE = ("budget", "price", "workers", "search.prune", "checkpoints")
 
@@ -57,6 +61,7 @@ def prepare(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool]:
                 "give a folder under reports/ written by sweep.run"
             )
         saved = config_mod.read_yaml(run_dir / "config.yaml")
+        saved.pop(SPACE_HASH, None)  # a record of the space file, not a setting
         fixed = sorted(k for k in overrides if not any(k == ok or k.startswith(ok + ".") for ok in RESUME_OVERRIDABLE))
         if fixed:
             raise ConfigError(
@@ -81,6 +86,26 @@ def prepare(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool]:
     if (run_dir / "study.db").exists():
         raise ConfigError(f"run_id={cfg.run_id}: {run_dir} already holds a run; continue it with resume={run_dir}")
     return cfg, run_dir, False
+
+
+def space_record(space: str) -> dict[str, str]:
+    """How a new run's config.yaml names its space (``space`` is the file it was composed from): a shipped space by
+    its name (``locomotion``), a file given by a relative path as given, one given by an absolute path by its file name
+    (a run folder names no machine's paths), with the SHA-256 of the file, which identifies its content wherever it
+    lies. A resume reads the config from config.yaml itself, never from the space file."""
+    path = Path(space)
+    if path.parent.resolve() == config_mod.spaces_dir().resolve():
+        name = path.stem
+    else:
+        name = path.name if path.is_absolute() else space
+    return {"space": name, SPACE_HASH: hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
+def recorded_space(run_dir: Path) -> dict[str, str]:
+    """The space record of a run folder's config.yaml (kept as it is on resume); a run written before the hash was
+    recorded has its ``space`` alone."""
+    saved = config_mod.read_yaml(run_dir / "config.yaml")
+    return {k: str(saved[k]) for k in ("space", SPACE_HASH) if saved.get(k)}
 
 
 def make_run_dir(cfg: config_mod.RunConfig, run_dir: Path) -> None:
@@ -190,9 +215,10 @@ def main(argv: list[str]) -> int:
     if not resuming:
         make_run_dir(cfg, run_dir)
     # On resume too: a raised budget must be what the report and the next resume read.
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(asdict(cfg), sort_keys=False))
+    record = recorded_space(run_dir) if resuming else space_record(cfg.space)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump({**asdict(cfg), **record}, sort_keys=False))
     safe_print(
-        f"sweep: run {run_dir} | space {cfg.space} | backend {cfg.backend} profile {profile} | "
+        f"sweep: run {run_dir} | space {record['space']} | backend {cfg.backend} profile {profile} | "
         f"budget ${cfg.budget.usd:g} (per trial ${cfg.budget.trial_usd:g}) at {price.label} ${price.usd_per_hour:g}/h",
         flush=True,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -130,6 +131,29 @@ def test_resume_continues_without_lost_or_duplicated_rows(finished_run: Path, tm
     assert len(s.trials) > n_before and len(s.trials) == len(last_rows(after))
     saved = yaml.safe_load((finished_run / "config.yaml").read_text())
     assert saved["budget"]["max_trials"] == 11  # what changed on resume is what the report and a next resume read
+    first = finished_run.parents[1] / "space.yaml"
+    assert (saved["space"], saved["space_sha256"]) == ("space.yaml", hashlib.sha256(first.read_bytes()).hexdigest())
+
+
+def test_config_yaml_names_the_space_and_hashes_its_file_instead_of_a_machines_path(
+    finished_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sweep import run as run_mod
+    from sweep.config import find_space
+
+    space = finished_run.parents[1] / "space.yaml"  # given on the command line by its absolute path
+    saved = yaml.safe_load((finished_run / "config.yaml").read_text())
+    assert saved["space"] == "space.yaml" and saved["space_sha256"] == hashlib.sha256(space.read_bytes()).hexdigest()
+    shipped = find_space("locomotion")
+    assert run_mod.space_record(str(shipped)) == {
+        "space": "locomotion",
+        "space_sha256": hashlib.sha256(shipped.read_bytes()).hexdigest(),
+    }
+    (tmp_path / "spaces").mkdir()
+    (tmp_path / "spaces" / "mine.yaml").write_text("budget: {usd: 1}\n")
+    monkeypatch.chdir(tmp_path)
+    assert run_mod.space_record("spaces/mine.yaml")["space"] == "spaces/mine.yaml"  # a relative path as given
+    assert run_mod.space_record(str(tmp_path / "spaces" / "mine.yaml"))["space"] == "mine.yaml"
 
 
 BAD_SPACES = [
