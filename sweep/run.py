@@ -1,13 +1,14 @@
 """``python -m sweep.run space=locomotion [key=value ...]`` or ``python -m sweep.run resume=reports/<run_id>``.
 
 Composes and validates the config (every error before any trial starts), starts the worker pool,
-runs the planner with one live progress line, then writes the report and ``recommended.yaml``
-into ``reports/<run_id>/`` and prints where they are.
+runs the planner with its progress on stderr (a live view on a terminal, a plain line in a pipe or a log), then writes
+``recommended.yaml`` and the report into ``reports/<run_id>/`` and prints the decision and where they are.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import signal
@@ -34,6 +35,9 @@ DRIVER_MODULES = ("ray", "optuna", "sweep.planner", "sweep.execution", "sweep.re
 #: Exit status of a run whose trials all failed before any was evaluated (bad input is 2, Ctrl-C 130).
 EXIT_ALL_FAILED = 1
 
+#: The key of config.yaml that records the SHA-256 of the space file the run was composed from.
+SPACE_HASH = "space_sha256"
+
 #: Top-level keys a resumed run may change (the study's space, target and seeds stay as they were).
 RESUME_OVERRIDABLE = ("budget", "price", "workers", "search.prune", "checkpoints")
 
@@ -57,6 +61,7 @@ def prepare(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool]:
                 "give a folder under reports/ written by sweep.run"
             )
         saved = config_mod.read_yaml(run_dir / "config.yaml")
+        saved.pop(SPACE_HASH, None)  # a record of the space file, not a setting
         fixed = sorted(k for k in overrides if not any(k == ok or k.startswith(ok + ".") for ok in RESUME_OVERRIDABLE))
         if fixed:
             raise ConfigError(
@@ -81,6 +86,26 @@ def prepare(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool]:
     if (run_dir / "study.db").exists():
         raise ConfigError(f"run_id={cfg.run_id}: {run_dir} already holds a run; continue it with resume={run_dir}")
     return cfg, run_dir, False
+
+
+def space_record(space: str) -> dict[str, str]:
+    """How a new run's config.yaml names its space (``space`` is the file it was composed from): a shipped space by
+    its name (``locomotion``), a file given by a relative path as given, one given by an absolute path by its file name
+    (a run folder names no machine's paths), with the SHA-256 of the file, which identifies its content wherever it
+    lies. A resume reads the config from config.yaml itself, never from the space file."""
+    path = Path(space)
+    if path.parent.resolve() == config_mod.spaces_dir().resolve():
+        name = path.stem
+    else:
+        name = path.name if path.is_absolute() else space
+    return {"space": name, SPACE_HASH: hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
+def recorded_space(run_dir: Path) -> dict[str, str]:
+    """The space record of a run folder's config.yaml (kept as it is on resume); a run written before the hash was
+    recorded has its ``space`` alone."""
+    saved = config_mod.read_yaml(run_dir / "config.yaml")
+    return {k: str(saved[k]) for k in ("space", SPACE_HASH) if saved.get(k)}
 
 
 def make_run_dir(cfg: config_mod.RunConfig, run_dir: Path) -> None:
@@ -168,36 +193,6 @@ def resolve_runtime(cfg: config_mod.RunConfig, has_gpu: bool) -> tuple[str, Any,
     return profile, price, backend.control_dt_s(profile)
 
 
-class Progress:
-    """One live line: USD spent / budget, trials by state, best USD-to-target."""
-
-    def __init__(self) -> None:
-        self.last = ""
-        self.tty = sys.stderr.isatty()
-        self.last_print = 0.0
-
-    def __call__(self, status: dict[str, Any]) -> None:
-        states = ", ".join(f"{n} {s}" for s, n in sorted(status["states"].items())) or "no trials yet"
-        best = f"${status['best_usd']:.4f}" if status["best_usd"] is not None else "none yet"
-        line = (
-            f"spent ${status['spent_usd']:.4f} / ${status['budget_usd']:g} | {states} | best USD-to-target {best}"
-            + (" | confirming the finalists on more seeds" if status.get("phase") == "confirm" else "")
-            + (f" | stopping: {status['stopping']}" if status["stopping"] else "")
-        )
-        if line == self.last:
-            return
-        if self.tty:
-            safe_print("\r" + line.ljust(len(self.last)), end="", file=sys.stderr, flush=True)
-        elif time.time() - self.last_print > 10 or status["stopping"]:
-            safe_print(line, file=sys.stderr, flush=True)
-            self.last_print = time.time()
-        self.last = line
-
-    def close(self) -> None:
-        if self.tty and self.last:
-            safe_print(file=sys.stderr)
-
-
 def plan(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool, tuple[str, Any, float]]:
     """Every check a run makes before it writes anything or starts a worker: the config, the machine (device,
     price, installed packages) and a space that something can run in. Returns (config, run folder, resuming?,
@@ -220,15 +215,17 @@ def main(argv: list[str]) -> int:
     if not resuming:
         make_run_dir(cfg, run_dir)
     # On resume too: a raised budget must be what the report and the next resume read.
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(asdict(cfg), sort_keys=False))
+    record = recorded_space(run_dir) if resuming else space_record(cfg.space)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump({**asdict(cfg), **record}, sort_keys=False))
     safe_print(
-        f"sweep: run {run_dir} | space {cfg.space} | backend {cfg.backend} profile {profile} | "
+        f"sweep: run {run_dir} | space {record['space']} | backend {cfg.backend} profile {profile} | "
         f"budget ${cfg.budget.usd:g} (per trial ${cfg.budget.trial_usd:g}) at {price.label} ${price.usd_per_hour:g}/h",
         flush=True,
     )
     from sweep.execution import precompile
     from sweep.execution.workers import WorkerPool, wait_ready
     from sweep.planner.loop import Planner
+    from sweep.report.live import Progress
 
     pool = WorkerPool(cfg.workers, use_gpu=has_gpu)
     progress = Progress()
@@ -272,10 +269,14 @@ def finish(cfg: config_mod.RunConfig, run_dir: Path) -> Any:
     from sweep.report import page as report
 
     rows_path = run_dir / "ledger.jsonl"
-    html = report.write(run_dir)
-    recommended = export.write(run_dir)
+    try:
+        recommended = export.write(run_dir)  # first: the report's card quotes its Isaac Lab trainer line
+    finally:  # the report is written even when the export fails
+        html = report.write(run_dir)
     outcome = summary.summarize(read_rows(rows_path))
-    safe_print(summary.run_text(outcome, rows_path))
+    best = outcome.recommended
+    trainer = export.trainer_command(run_dir, best.trial) if best is not None else None
+    safe_print(summary.run_text(outcome, rows_path, trainer))
     safe_print(f"report:      {html}")
     safe_print(f"recommended: {recommended if recommended else '(no trial reached the target)'}")
     safe_print(f"ledger:      {rows_path}")

@@ -54,6 +54,10 @@ def test_yaml_has_the_sections_and_round_trips(tmp_path: Path) -> None:
     assert doc["knobs"] == {"num_envs": 64, "num_steps_per_env": 8, "num_mini_batches": 4}
     assert doc["agent"]["num_steps_per_env"] == 8 and doc["agent"]["algorithm"]["class_name"] == "PPO"
     assert doc["evidence"]["trial"] == 1 and doc["evidence"]["held_out_success"] >= 0.9
+    payback = doc["evidence"]["payback"]  # no baseline ran: the study's spend, no payback, and why
+    assert payback["study_usd"] > 0 and payback["note"].startswith("no baseline comparison: the baseline was not run")
+    figures = ("study_in_baseline_runs", "saving_per_run_usd", "runs_to_pay_back")
+    assert [payback[k] for k in figures] == [None, None, None]
     assert doc["versions"]["rsl-rl-lib"] == "5.5.1"
     assert TrialConfig(**doc["trial"]).validate().num_envs == 64  # the trial section is a complete config
     assert yaml.safe_load(yaml.safe_dump(doc)) == doc

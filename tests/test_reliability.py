@@ -166,6 +166,51 @@ def test_ctrl_c_while_the_output_goes_through_a_pipe_still_writes_the_report(tmp
     assert all(r["state"] != "running" for r in ends.values())
 
 
+def test_ctrl_c_on_a_terminal_stops_the_live_view_and_writes_the_report(tmp_path: Path) -> None:
+    """On a terminal the run draws its live view (rich) on stderr; Ctrl-C must still bill every running trial, leave
+    no traceback and write the report, as in a pipe."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+    import threading
+
+    out = tmp_path / "reports"
+    main, child = pty.openpty()
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))  # a 200-column terminal
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sweep.run", f"space={slow_space(tmp_path)}", "run_id=t", f"out={out}"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "TERM": "xterm-256color"},
+        start_new_session=True,
+        stdin=child,
+        stdout=child,
+        stderr=child,
+    )
+    os.close(child)
+    screen = bytearray()
+
+    def read() -> None:  # keep the terminal drained, or the driver blocks on a full buffer
+        with contextlib.suppress(OSError):  # EIO once the driver is gone
+            while chunk := os.read(main, 65536):
+                screen.extend(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    wait_rows(out / "t" / "ledger.jsonl", lambda rows: sum(r["state"] == "running" for r in rows) >= 3)
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=120) == 130
+    reader.join(timeout=10)
+    os.close(main)
+    text = screen.decode(errors="replace")
+    assert "running trials" in text and "\u2501" in text, text[-3000:]  # the live view, with its budget bar
+    assert "Traceback" not in text and "raylet" not in text.lower(), text[-3000:]
+    ends = last_rows(read_rows(out / "t" / "ledger.jsonl"))
+    assert all(r["state"] != "running" for r in ends.values())
+    assert any(r["state"] == "capped" and "Ctrl-C" in r["reason"] for r in ends.values())
+    assert (out / "t" / "report.html").stat().st_size > 10_000
+
+
 class FaultyBackend(MjxLocomotion):
     """The embedded backend whose training env breaks at step ``at``: NaN observations or out of memory."""
 

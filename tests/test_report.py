@@ -272,6 +272,257 @@ def test_quantity_axes_start_at_zero_so_a_small_spread_does_not_fill_them(tmp_pa
     assert figs["success"].layout.yaxis.range == (0.0, 1.05)
 
 
+def study_end(
+    trial: int, billable_s: float, one_time_s: float, state: str, seed: int, envs: int, phase: str, baseline: bool
+) -> dict:
+    """An end row of a confirmation study: ``one_time_s`` of its billable seconds are compilation (left out on equal
+    terms); USD = billable seconds at the test price ($1 a second)."""
+    r = row(trial, billable_s, 0.95 if state == "reached" else 0.5, state)
+    r.update(
+        run_id="t",
+        seed=seed,
+        phase=phase,
+        baseline=baseline,
+        params={"num_envs": envs, "num_steps_per_env": 24, "num_mini_batches": 4},
+        phases_s={"sim": billable_s - one_time_s, "compile": one_time_s},
+        reason="",
+        success_lo=0.9,
+        success_hi=0.97,
+        eval_episodes=256,
+        price_label="test",
+    )
+    return r
+
+
+def confirmed_study(baseline_state: str = "reached") -> list[dict]:
+    """A search of 3 configs, then 128 envs confirmed on 2 more seeds beside the baseline (512 envs) on those seeds."""
+    return [
+        study_end(0, 10.0, 2.0, "reached", 1, 128, "search", False),
+        study_end(1, 6.0, 1.0, "pruned", 2, 256, "search", False),
+        study_end(2, 3.0, 1.0, "failed", 3, 64, "search", False),
+        study_end(3, 12.0, 2.0, "reached", 5, 128, "confirm", False),
+        study_end(4, 25.0, 2.0, baseline_state, 5, 512, "confirm", True),
+        study_end(5, 11.0, 3.0, "reached", 8, 128, "confirm", False),
+        study_end(6, 24.0, 3.0, baseline_state, 8, 512, "confirm", True),
+    ]
+
+
+def recomputed_payback(rows: list[dict], envs: int, baseline_envs: int) -> dict[str, float]:
+    """The decision's figures straight from the rows, without sweep's code: each config's mean USD to target on equal
+    terms (billable seconds less start-up and compilation, x price), the study's billed spend, and the payback."""
+    ends = {r["trial"]: r for r in rows}  # one row per trial here: its end
+
+    def equal_terms(r: dict) -> float:
+        seconds = r["billable_s"] - r["phases_s"].get("startup", 0.0) - r["phases_s"].get("compile", 0.0)
+        return seconds * r["price_usd_per_hour"] / 3600.0
+
+    def seeds(n: int) -> list[float]:
+        return [equal_terms(r) for r in ends.values() if r["params"]["num_envs"] == n and r["state"] == "reached"]
+
+    rec, base = seeds(envs), seeds(baseline_envs)
+    study = sum(r["billable_s"] * r["price_usd_per_hour"] / 3600.0 for r in ends.values())
+    rec_mean, base_mean = sum(rec) / len(rec), sum(base) / len(base)
+    sd = (sum((x - rec_mean) ** 2 for x in rec) / (len(rec) - 1)) ** 0.5
+    half = 4.302653 * sd / len(rec) ** 0.5  # t(0.975) with 2 degrees of freedom
+    return {
+        "rec_mean": rec_mean,
+        "rec_lo": rec_mean - half,
+        "rec_hi": rec_mean + half,
+        "base_mean": base_mean,
+        "ratio": rec_mean / base_mean,
+        "study": study,
+        "study_in_baseline_runs": study / base_mean,
+        "saving": base_mean - rec_mean,
+        "runs_to_pay_back": study / (base_mean - rec_mean),
+    }
+
+
+def card_text(page: str) -> str:
+    """The report's top card as a reader sees it: tags dropped, entities decoded, one line per block."""
+    import html as html_mod
+
+    card = page[page.index('<div class="card">') : page.index("<h2>All trials</h2>")]
+    card = card[: card.index("<section")] if "<section" in card else card
+    text = re.sub(r"<(p|li|div|ul)[^>]*>", "\n", card)
+    return html_mod.unescape(re.sub(r"<[^>]+>", "", text))
+
+
+def test_the_card_leads_with_the_decision_and_its_figures_equal_the_ledgers(tmp_path: Path) -> None:
+    rows = confirmed_study()
+    run_dir = tmp_path / "run"
+    with LedgerWriter(run_dir / "ledger.jsonl") as w:
+        for r in rows:
+            w.append(r)
+    want = recomputed_payback(rows, 128, 512)
+    assert want["rec_mean"] != pytest.approx(sum(r["billable_s"] for r in rows if r["trial"] in (0, 3, 5)) / 3)
+
+    pay = summary.summarize(rows).payback  # the data the card is built from
+    assert pay is not None and pay.compared and pay.note == ""
+    assert pay.study_usd == pytest.approx(want["study"])
+    assert pay.recommended_mean_usd == pytest.approx(want["rec_mean"])
+    assert pay.baseline_mean_usd == pytest.approx(want["base_mean"])
+    assert pay.study_in_baseline_runs == pytest.approx(want["study_in_baseline_runs"])
+    assert pay.saving_per_run_usd == pytest.approx(want["saving"])
+    assert pay.runs_to_pay_back == pytest.approx(want["runs_to_pay_back"])
+
+    text = card_text(report.write(run_dir).read_text())
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    assert [line.split(":")[0] for line in lines[:4]] == ["Use", "Cost to target", "Study cost", "Payback"]
+    assert lines[0] == "Use: 128 envs x 24 steps, 4 mini-batches; no perf flags"
+    number = r"([0-9]+\.[0-9]+)"
+    cost = re.fullmatch(
+        rf"Cost to target: mean \${number} per training run on equal terms \(95% CI \${number}-\${number}\) over 3 "
+        rf"seeds; {number}x the baseline's mean \${number} over 2 seeds \(95% CI {number}-{number}\)",
+        lines[1],
+    )
+    assert cost, lines[1]
+    mean, lo, hi, ratio, base, ratio_lo, ratio_hi = map(float, cost.groups())
+    assert mean == pytest.approx(want["rec_mean"], abs=5e-5) and base == pytest.approx(want["base_mean"], abs=5e-5)
+    assert (lo, hi) == (pytest.approx(want["rec_lo"], abs=5e-5), pytest.approx(want["rec_hi"], abs=5e-5))
+    assert ratio == pytest.approx(want["ratio"], abs=5e-3) and ratio_lo < ratio < ratio_hi
+    study = re.fullmatch(
+        rf"Study cost: \${number}, {number} baseline training runs \(search \${number}, confirmation \${number}; "
+        rf"{number}% on pruned and failed trials\)",
+        lines[2],
+    )
+    assert study, lines[2]
+    spent, in_runs, search, confirmation, share = map(float, study.groups())
+    assert spent == pytest.approx(want["study"], abs=5e-5) and spent == pytest.approx(search + confirmation, abs=1e-4)
+    assert in_runs == pytest.approx(want["study_in_baseline_runs"], abs=0.05)
+    assert share == pytest.approx(100 * (6.0 + 3.0) / want["study"], abs=0.05)
+    payback = re.fullmatch(
+        rf"Payback: saves \${number} per training run on equal terms; the study pays for itself after {number} "
+        r"training runs",
+        lines[3],
+    )
+    assert payback, lines[3]
+    assert float(payback.group(1)) == pytest.approx(want["saving"], abs=5e-5)
+    assert float(payback.group(2)) == pytest.approx(want["runs_to_pay_back"], abs=0.05)
+
+    sentences = [s.strip() for s in re.split(r"[.;]\s|\n", text) if len(s.strip()) > 12]
+    repeated = {s for s in sentences if sentences.count(s) > 1}
+    assert not repeated, repeated  # no sentence said twice
+    assert text.count("128 envs x 24 steps") == 1
+
+    printout = summary.text_summary(run_dir).splitlines()
+    assert printout[:4] == [line[0].lower() + line[1:] for line in lines[:4]]  # the same decision, first
+
+
+def test_for_isaac_lab_the_decision_names_the_trainer_line_of_recommended_yaml(tmp_path: Path) -> None:
+    from sweep.report import export
+
+    rows = confirmed_study()
+    run_dir = tmp_path / "run"
+    with LedgerWriter(run_dir / "ledger.jsonl") as w:
+        for r in rows:
+            w.append(r)
+    command = "./isaaclab.sh -p scripts/reinforcement_learning/rsl_rl/train.py --task Isaac-Velocity agent.x=1"
+    best = summary.summarize(rows).recommended.trial
+    for trial, shown in ((best + 1, False), (best, True)):  # a file left from another recommendation is not quoted
+        doc = {"evidence": {"trial": trial}, "isaaclab": {"command": command}}
+        (run_dir / "recommended.yaml").write_text(yaml.safe_dump(doc))
+        lines = [line.strip() for line in card_text(report.write(run_dir).read_text()).splitlines() if line.strip()]
+        assert (lines[1] == f"Isaac Lab trainer: {command}") is shown, lines[:3]
+    trainer = export.trainer_command(run_dir, best)
+    assert trainer == command
+    printout = summary.run_text(summary.summarize(rows), trainer=trainer).splitlines()
+    assert printout[:2] == [lines[0][0].lower() + lines[0][1:], f"Isaac Lab trainer: {command}"]
+
+
+def test_recommended_yaml_carries_the_payback(tmp_path: Path) -> None:
+    from sweep.report import export
+
+    rows = confirmed_study()
+    want = recomputed_payback(rows, 128, 512)
+    doc = export.seeds_evidence(summary.summarize(rows))["payback"]
+    assert doc["study_usd"] == pytest.approx(want["study"])
+    assert doc["study_in_baseline_runs"] == pytest.approx(want["study_in_baseline_runs"])
+    assert doc["saving_per_run_usd"] == pytest.approx(want["saving"])
+    assert doc["runs_to_pay_back"] == pytest.approx(want["runs_to_pay_back"])
+    assert doc["note"] is None and doc["baseline_mean_is_lower_bound"] is False and "equal terms" in doc["rule"]
+    assert yaml.safe_load(yaml.safe_dump(doc)) == doc
+
+
+def test_without_a_baseline_that_reached_the_card_says_so_instead_of_the_payback(tmp_path: Path) -> None:
+    unreached = confirmed_study(baseline_state="capped")
+    for r in unreached:
+        if r["baseline"]:
+            r["reason"] = "per-trial cap of 25 billable seconds reached"
+    no_baseline = [r for r in confirmed_study() if not r["baseline"]]
+    cases = [
+        (unreached, "no baseline comparison: the baseline ran 2 trials and none reached the target"),
+        (no_baseline, "no baseline comparison: the baseline was not run"),
+    ]
+    for rows, note in cases:
+        s = summary.summarize(rows)
+        pay = s.payback
+        assert pay is not None and not pay.compared and pay.note.startswith(note)
+        assert (pay.study_in_baseline_runs, pay.saving_per_run_usd, pay.runs_to_pay_back) == (None, None, None)
+        lines = [line.strip() for line in card_text(report.render(tmp_path, rows)).splitlines() if line.strip()]
+        assert lines[3].startswith(f"Payback: {note}") and "x the baseline" not in lines[1]
+        assert "baseline training runs" not in lines[2]
+        doc = __import__("sweep.report.export", fromlist=["x"]).seeds_evidence(s)["payback"]
+        assert doc["runs_to_pay_back"] is None and doc["saving_per_run_usd"] is None and doc["note"] == pay.note
+
+
+def test_a_recommendation_that_is_the_baseline_saves_nothing() -> None:
+    rows = [r for r in confirmed_study() if r["params"]["num_envs"] != 128]
+    s = summary.summarize(rows)
+    pay = s.payback
+    assert s.recommendation is not None and s.recommendation.is_baseline
+    assert pay is not None and pay.saving_per_run_usd == 0.0 and pay.runs_to_pay_back is None
+    text = summary.run_text(s)
+    assert "it is the baseline" in text and "payback: none: the recommended config is the baseline" in text
+
+
+def test_a_saving_whose_ratio_interval_reaches_one_is_said_to_be_uncertain() -> None:
+    rows = confirmed_study()
+    rows[6] = study_end(6, 12.0, 3.0, "reached", 8, 512, "confirm", True)  # baseline seeds $23 and $9: a wide ratio
+    s = summary.summarize(rows)
+    vs = s.recommendation.vs_baseline
+    assert vs is not None and vs.lo < 1.0 <= vs.hi and s.payback.saving_per_run_usd > 0
+    assert "(the ratio's 95% interval reaches 1: the saving may be none)" in summary.run_text(s)
+    assert "may be none" not in summary.run_text(summary.summarize(confirmed_study()))
+
+
+def png_pixels(path: Path) -> tuple[int, int, list[bytes]]:
+    """(width, height, rows of raw pixel bytes) of an 8-bit RGB or RGBA PNG, decoded with the standard library."""
+    import struct
+    import zlib
+
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, idat, header = 8, b"", b""
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        header = body if kind == b"IHDR" else header
+        idat += body if kind == b"IDAT" else b""
+        pos += 12 + length
+    width, height, depth, colour = struct.unpack(">IIBB", header[:10])
+    assert depth == 8 and colour in (2, 6), (depth, colour)
+    bpp = 3 if colour == 2 else 4
+    raw, stride, out, prev = zlib.decompress(idat), width * bpp, [], bytearray(width * bpp)
+    for y in range(height):
+        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
+        for i in range(stride):
+            left, up = line[i - bpp] if i >= bpp else 0, prev[i]
+            corner = prev[i - bpp] if i >= bpp else 0
+            if kind == 1:
+                line[i] = (line[i] + left) & 0xFF
+            elif kind == 2:
+                line[i] = (line[i] + up) & 0xFF
+            elif kind == 3:
+                line[i] = (line[i] + (left + up) // 2) & 0xFF
+            elif kind == 4:
+                p = left + up - corner
+                pa, pb, pc = abs(p - left), abs(p - up), abs(p - corner)
+                line[i] = (line[i] + (left if pa <= pb and pa <= pc else up if pb <= pc else corner)) & 0xFF
+        out.append(bytes(line))
+        prev = line
+    return width, height, out
+
+
 def chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
@@ -315,3 +566,41 @@ def test_report_renders_offline_in_headless_chromium(tmp_path: Path) -> None:
         assert "main-svg" in section[: section.index("</section>")], f"plotly did not render the {name} chart"
     console_errors = [line for line in proc.stderr.splitlines() if "CONSOLE" in line and "ERROR" in line.upper()]
     assert not console_errors, console_errors
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(chromium() is None, reason="Chromium is not installed")
+def test_the_card_renders_in_headless_chromium_and_is_screenshotted(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    with LedgerWriter(run_dir / "ledger.jsonl") as w:
+        for r in confirmed_study():
+            w.append(r)
+    page = report.write(run_dir)  # the card is the top of the page: the window's first 800 pixels show it
+    shot = tmp_path / "card.png"
+    proc = subprocess.run(
+        [
+            chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--no-first-run",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--proxy-server=127.0.0.1:9",
+            "--window-size=1000,800",
+            f"--screenshot={shot}",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shot.is_file() and shot.stat().st_size > 5_000, proc.stderr[-2000:]
+    width, height, pixels = png_pixels(shot)
+    assert (width, height) == (1000, 800)
+    colours = {line[i : i + 3] for line in pixels[::4] for i in range(0, len(line), 12)}
+    assert len(colours) > 20, "a blank or one-colour screenshot"  # text, the card's background, the green rule
+    card_rows = [line for line in pixels if line.count(bytes((0xF6, 0xF8, 0xFA))) > 100]
+    assert len(card_rows) > 50, "the card's background is not on screen"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -130,6 +131,29 @@ def test_resume_continues_without_lost_or_duplicated_rows(finished_run: Path, tm
     assert len(s.trials) > n_before and len(s.trials) == len(last_rows(after))
     saved = yaml.safe_load((finished_run / "config.yaml").read_text())
     assert saved["budget"]["max_trials"] == 11  # what changed on resume is what the report and a next resume read
+    first = finished_run.parents[1] / "space.yaml"
+    assert (saved["space"], saved["space_sha256"]) == ("space.yaml", hashlib.sha256(first.read_bytes()).hexdigest())
+
+
+def test_config_yaml_names_the_space_and_hashes_its_file_instead_of_a_machines_path(
+    finished_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sweep import run as run_mod
+    from sweep.config import find_space
+
+    space = finished_run.parents[1] / "space.yaml"  # given on the command line by its absolute path
+    saved = yaml.safe_load((finished_run / "config.yaml").read_text())
+    assert saved["space"] == "space.yaml" and saved["space_sha256"] == hashlib.sha256(space.read_bytes()).hexdigest()
+    shipped = find_space("locomotion")
+    assert run_mod.space_record(str(shipped)) == {
+        "space": "locomotion",
+        "space_sha256": hashlib.sha256(shipped.read_bytes()).hexdigest(),
+    }
+    (tmp_path / "spaces").mkdir()
+    (tmp_path / "spaces" / "mine.yaml").write_text("budget: {usd: 1}\n")
+    monkeypatch.chdir(tmp_path)
+    assert run_mod.space_record("spaces/mine.yaml")["space"] == "spaces/mine.yaml"  # a relative path as given
+    assert run_mod.space_record(str(tmp_path / "spaces" / "mine.yaml"))["space"] == "mine.yaml"
 
 
 BAD_SPACES = [
@@ -184,6 +208,22 @@ def test_a_run_with_a_confirmation_ends_with_the_baseline_comparison(tmp_path: P
     assert vs["ratio"] < 1 and len(vs["ci95"]) == 2 and "delta method" in vs["rule"]
     spend = evidence["study_usd_by_phase"]
     assert spend["confirm"] == pytest.approx(sum(metrics(r)["usd"] for r in confirmed))
-    line = next(x for x in proc.stdout.splitlines() if x.startswith("recommended 64 envs x 8 steps"))
-    assert f"{vs['ratio']:.2f}x the baseline" in line and "over 2 seeds" in line
-    assert "confirmation $" in proc.stdout
+    printed = proc.stdout.splitlines()
+    use = printed.index(next(x for x in printed if x.startswith("use: 64 envs x 8 steps")))
+    cost, study_cost, payback = printed[use + 1 : use + 4]  # the decision leads the printout
+    assert cost.startswith("cost to target: ") and "over 2 seeds" in cost
+    assert f"{vs['ratio']:.2f}x the baseline's mean ${vs['baseline_mean']:.4f}" in cost
+    pay = evidence["payback"]
+    total = sum(metrics(r)["usd"] for r in ends.values())
+    assert pay["study_usd"] == pytest.approx(total)
+    assert pay["study_in_baseline_runs"] == pytest.approx(total / vs["baseline_mean"])
+    assert pay["saving_per_run_usd"] == pytest.approx(vs["baseline_mean"] - evidence["mean_usd_to_target_equal_terms"])
+    assert pay["runs_to_pay_back"] == pytest.approx(total / pay["saving_per_run_usd"])
+    assert study_cost.startswith(
+        f"study cost: ${total:.4f}, {pay['study_in_baseline_runs']:.1f} baseline training runs"
+    )
+    assert "confirmation $" in study_cost
+    assert payback.startswith(
+        f"payback: saves ${pay['saving_per_run_usd']:.4f} per training run on equal terms; the study pays for itself "
+        f"after {pay['runs_to_pay_back']:.1f} training runs"
+    )

@@ -1,6 +1,7 @@
 """The evidence behind a recommendation, from the ledger only: each config over its seeds (mean USD to target with a
 95% Student t interval, on equal terms and billed), how configs rank, the recommended config and its ratio to the
-baseline with an interval; the rules, in words, that recommended.yaml and the README quote.
+baseline with an interval, whether the study paid for itself (:class:`Payback`); the rules, in words, that
+recommended.yaml and the README quote.
 """
 
 from __future__ import annotations
@@ -198,6 +199,76 @@ def recommend(stats: list[ConfigStat], trials: dict[int, TrialFigures]) -> Recom
         ratio, lo, hi = ratio_interval(best.race_usd, base.race_usd)
         vs = VsBaseline(ratio, lo, hi, base, tuple(sorted(set(best.seeds) & set(base.seeds))))
     return Recommendation(best, trial, vs)
+
+
+#: How the payback is counted (written into recommended.yaml).
+PAYBACK_RULE = (
+    "study_in_baseline_runs = study spend (every trial billed: search, confirmation, pruned and failed) / the "
+    "baseline's mean USD to target on equal terms; saving_per_run_usd = the baseline's mean minus the recommended "
+    "config's mean, both on equal terms; runs_to_pay_back = study spend / that saving (null when the saving is not "
+    "positive): the training runs of the recommended config after which the study has paid for itself"
+)
+
+
+@dataclass(frozen=True)
+class Payback:
+    """Whether the study was worth it (:data:`PAYBACK_RULE`): its spend against the baseline's cost to target and the
+    saving per training run of the recommended config. The figures are None where there is no baseline comparison,
+    and ``note`` says why."""
+
+    study_usd: float
+    """What the study cost: every trial's billed spend (USD)."""
+    recommended_mean_usd: float
+    """The recommended config's mean USD to target on equal terms over its counted seeds."""
+    baseline_mean_usd: float | None = None
+    """The baseline's mean USD to target on equal terms over its counted seeds; None without a comparison."""
+    study_in_baseline_runs: float | None = None
+    """Study spend / the baseline's mean USD to target: how many baseline training runs the study cost."""
+    saving_per_run_usd: float | None = None
+    """Baseline mean minus recommended mean, both on equal terms (USD per training run; 0 when the recommended config
+    is the baseline, negative when it costs more)."""
+    runs_to_pay_back: float | None = None
+    """Study spend / the saving per run: training runs of the recommended config until the study has paid for itself;
+    None when the saving is not positive."""
+    baseline_is_lower_bound: bool = False
+    """A baseline seed stopped on cost before the target, so the baseline's mean is a lower bound: the saving is then
+    at least ``saving_per_run_usd`` and the runs to pay back at most ``runs_to_pay_back``."""
+    note: str = ""
+    """Why there is no comparison (no baseline run, the baseline did not reach, ...), or '' when there is one."""
+
+    @property
+    def compared(self) -> bool:
+        """Whether the study was compared with the baseline (the figures are there)."""
+        return self.baseline_mean_usd is not None
+
+
+def payback(rec: Recommendation, study_usd: float) -> Payback:
+    """The payback of a study that spent ``study_usd`` (USD, every trial billed) and recommends ``rec``."""
+    c = rec.config
+    mean = float(c.race_mean or 0.0)
+    if c.censored:
+        note = "no payback: the recommended config's mean is a lower bound (one of its seeds stopped before the target)"
+        return Payback(study_usd, mean, note=note)
+    vs = rec.vs_baseline
+    if vs is None:
+        return Payback(
+            study_usd, mean, note="no baseline comparison: the baseline was not run (confirm.seeds > 1 runs it)"
+        )
+    base = vs.baseline
+    if base.n_reached == 0 or not base.race_mean:
+        n = len(base.trials)
+        note = f"no baseline comparison: the baseline ran {n} trial{'s' if n != 1 else ''} and none reached the target"
+        return Payback(study_usd, mean, note=note)
+    saving = base.race_mean - mean
+    return Payback(
+        study_usd=study_usd,
+        recommended_mean_usd=mean,
+        baseline_mean_usd=base.race_mean,
+        study_in_baseline_runs=study_usd / base.race_mean,
+        saving_per_run_usd=saving,
+        runs_to_pay_back=study_usd / saving if saving > 0 else None,
+        baseline_is_lower_bound=base.censored,
+    )
 
 
 def ratio_interval(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float | None, float | None, float | None]:

@@ -1,7 +1,8 @@
 """The figures a run ends with, from its ledger only: one :class:`Summary` (built by :func:`summarize`) behind the
-three printouts (``sweep.run``'s text, ``sweep.trial``'s trial summary, the report's top box), the recommended trial (or
-the one that came closest) and how a config is described. The per-config statistics over seeds and the
-recommendation they lead to are :mod:`sweep.analysis.evidence`'s.
+three printouts (``sweep.run``'s text, ``sweep.trial``'s trial summary, the report's top box), the decision they lead
+with (:func:`decision_lines`: what to use, its cost to target against the baseline, what the study cost, its payback),
+the recommended trial (or the one that came closest) and how a config is described. The per-config statistics over
+seeds, the recommendation and its payback are :mod:`sweep.analysis.evidence`'s.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sweep.analysis.evidence import Recommendation, config_stats, recommend
+from sweep.analysis.evidence import Payback, Recommendation, config_stats, payback, recommend
 from sweep.contract import TrialState
 from sweep.ledger import end_label, last_rows, metrics, read_rows, summary_figures
 
@@ -145,6 +146,8 @@ class Summary:
     reached_first: int = 0
     """Reached trials whose first checkpoint already reached the target: their cost to target is one evaluation
     round's, a bound no finer than ``target.eval_every_steps``."""
+    payback: Payback | None = None
+    """Whether the study paid for itself against the baseline; None when no config reached the target."""
 
     @property
     def reached_trials(self) -> int:
@@ -188,6 +191,7 @@ def summarize(rows: list[dict]) -> Summary:
         closest=closest_trial(rows) if rec is None else None,
         n_rows=len(rows),
         reached_first=reached_at_first_checkpoint(rows),
+        payback=payback(rec, figures["total_usd"]) if rec is not None else None,
     )
 
 
@@ -300,21 +304,18 @@ def states_text(s: Summary) -> str:
     return ", ".join(f"{n} {state}" for state, n in sorted(s.trials_by_state.items()))
 
 
-def run_text(s: Summary, ledger_path: str | Path = "ledger.jsonl") -> str:
-    """The end-of-run summary printed by sweep.run."""
-    phases = phase_text(s)
-    lines = [
-        f"trials: {states_text(s) or 'none'}; study spend ${s.total_usd:.4f} "
-        f"({100 * s.pruned_failed_share:.1f}% on pruned and failed trials{'; ' + phases if phases else ''})"
-    ]
+def run_text(s: Summary, ledger_path: str | Path = "ledger.jsonl", trainer: str | None = None) -> str:
+    """The end-of-run summary printed by sweep.run: the decision first (:func:`decision_lines`; ``trainer``: the Isaac
+    Lab trainer line of recommended.yaml), then the trials, why any failed, and the recommended config's best seed."""
+    lines = [f"{label}: {text}" for label, text in decision_lines(s, trainer)]
+    lines.append(f"trials: {states_text(s) or 'none'}")
     failed = failure_line(s, ledger_path)
     lines += [f"failures: {failed}"] if failed else []
     rec = s.recommended
     if rec:
         lines += [
-            recommendation_line(s),
-            f"best seed: trial {rec.trial} ({describe_params(rec.params)})",
-            f"  USD to target ${rec.usd_to_target:.4f} (${rec.race_usd_to_target:.4f} on equal terms: without its "
+            f"best seed: trial {rec.trial} (seed {rec.seed}), whose checkpoint is the deliverable: USD to target "
+            f"${rec.usd_to_target:.4f} (${rec.race_usd_to_target:.4f} on equal terms: without its "
             f"{rec.one_time_s:.1f} s of start-up and compilation), wall to target {rec.wall_to_target_s:.1f} s, "
             f"held-out success {rec.success:.3f} ({ci_text(rec.success_lo, rec.success_hi)}), "
             f"{rec.throughput_sps:,.0f} env steps/s, {rec.bottleneck}",
@@ -324,8 +325,6 @@ def run_text(s: Summary, ledger_path: str | Path = "ledger.jsonl") -> str:
         ]
         coarse = resolution_line(s)
         lines += [f"note: {coarse}"] if coarse else []
-    else:
-        lines.append(f"no trial reached the target; {closest_line(s)}")
     return "\n".join(lines)
 
 
@@ -376,26 +375,75 @@ def format_summary(s: Summary, trial: int, target: float, ledger_path: Path) -> 
     return "\n".join(lines)
 
 
-def recommendation_line(s: Summary) -> str:
-    """The recommendation in one line: config, mean cost over its seeds with the interval, the baseline ratio."""
-    rec = s.recommendation
-    if rec is None:
-        return "no config reached the target"
+def decision_lines(s: Summary, trainer: str | None = None) -> list[tuple[str, str]]:
+    """The decision, as (label, sentence) pairs in the order a reader needs them: what to use (and ``trainer``, the
+    Isaac Lab trainer line, when given), its cost to target against the baseline, what the study cost, its payback.
+    The printout and the report's card both lead with these, each said once; without a config that reached the
+    target: the trial that came closest and the study's cost."""
+    rec, pay = s.recommendation, s.payback
+    if rec is None or pay is None:
+        return [("outcome", f"no trial reached the target; {closest_line(s)}"), ("study cost", study_text(s, None))]
+    lines = [("use", describe_params(rec.config.params))]
+    lines += [("Isaac Lab trainer", trainer)] if trainer else []
+    lines += [("cost to target", cost_text(rec, pay)), ("study cost", study_text(s, pay))]
+    return [*lines, ("payback", payback_text(rec, pay))]
+
+
+def cost_text(rec: Recommendation, pay: Payback) -> str:
+    """The recommended config's mean USD to target on equal terms over its seeds, with its interval, and its ratio to
+    the baseline's mean with the ratio's interval (when the two are compared: :attr:`Payback.compared`)."""
     c = rec.config
     n = len(c.counted_trials)
-    bound = ">= " if c.censored else ""
-    spread = f"95% CI {c.race_lo:.4f}-{c.race_hi:.4f}" if n > 1 else "one seed: no interval"
+    spread = f"95% CI ${c.race_lo:.4f}-${c.race_hi:.4f}" if n > 1 else "one seed: no interval"
     text = (
-        f"recommended {describe_params(c.params)}: mean {bound}${c.race_mean:.4f} to target on equal terms "
-        f"({spread}) over {n} seed{'s' if n != 1 else ''}"
+        f"mean {'>= ' if c.censored else ''}${c.race_mean:.4f} per training run on equal terms ({spread}) over {n} "
+        f"seed{'s' if n != 1 else ''}"
     )
     vs = rec.vs_baseline
     if rec.is_baseline:
         return text + "; it is the baseline"
-    if vs is None or vs.ratio is None:
-        return text + "; the baseline was not run"
-    ci = f"95% CI {vs.lo:.2f}-{vs.hi:.2f}" if vs.lo is not None else "no interval: fewer than 2 seeds"
-    return text + f"; {vs.ratio:.2f}x the baseline ({ci}; baseline mean ${vs.baseline.race_mean:.4f})"
+    if vs is None or vs.ratio is None or not pay.compared:
+        return text
+    b, low = vs.baseline, pay.baseline_is_lower_bound
+    nb = len(b.counted_trials)
+    ci = f"95% CI {vs.lo:.2f}-{vs.hi:.2f}" if vs.lo is not None else "no interval: fewer than 2 seeds on a side"
+    return text + (
+        f"; {'<= ' if low else ''}{vs.ratio:.2f}x the baseline's mean {'>= ' if low else ''}${b.race_mean:.4f} over "
+        f"{nb} seed{'s' if nb != 1 else ''} ({ci})"
+    )
+
+
+def study_text(s: Summary, pay: Payback | None) -> str:
+    """What the study cost: every trial billed, in baseline training runs when compared, by phase, the share spent on
+    pruned and failed trials."""
+    text = f"${s.total_usd:.4f}"
+    if pay is not None and pay.study_in_baseline_runs is not None:
+        bound = "<= " if pay.baseline_is_lower_bound else ""
+        text += f", {bound}{pay.study_in_baseline_runs:.1f} baseline training runs"
+    phases = phase_text(s)
+    return text + f" ({phases + '; ' if phases else ''}{100 * s.pruned_failed_share:.1f}% on pruned and failed trials)"
+
+
+def payback_text(rec: Recommendation, pay: Payback) -> str:
+    """The saving per training run and the runs after which the study has paid for itself, or why there are none."""
+    if not pay.compared or pay.saving_per_run_usd is None:
+        return pay.note
+    if rec.is_baseline:
+        return "none: the recommended config is the baseline"
+    low = pay.baseline_is_lower_bound
+    if pay.runs_to_pay_back is None:
+        return (
+            f"none: the recommended config costs ${-pay.saving_per_run_usd:.4f} more per training run than the "
+            "baseline on equal terms"
+        )
+    text = (
+        f"saves {'>= ' if low else ''}${pay.saving_per_run_usd:.4f} per training run on equal terms; the study pays "
+        f"for itself after {'<= ' if low else ''}{pay.runs_to_pay_back:.1f} training runs"
+    )
+    vs = rec.vs_baseline
+    if vs is not None and vs.hi is not None and vs.hi >= 1.0:
+        text += " (the ratio's 95% interval reaches 1: the saving may be none)"
+    return text
 
 
 def phase_text(s: Summary) -> str:

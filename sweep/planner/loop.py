@@ -48,6 +48,7 @@ from sweep.params import TrialParams, trial_params
 from sweep.planner import acquisition, confirm, leader, space, study_store
 from sweep.planner.accounts import Accounts
 from sweep.planner.pruner import CostPruner
+from sweep.planner.status import Status, best_so_far, trial_status
 from sweep.prices import Price
 
 #: Repeated proposals told and skipped in a row before the planner queues an untried config itself.
@@ -94,7 +95,7 @@ class Planner:
         price: Price,
         profile: str,
         control_dt_s: float,
-        progress: Callable[[dict], None] = lambda s: None,
+        progress: Callable[[Status], None] = lambda s: None,
         poll_s: float = 0.2,
         interrupted: Callable[[], bool] = lambda: False,
     ) -> None:
@@ -178,16 +179,22 @@ class Planner:
         ends = last_rows(self.rows).items()
         return {TrialParams.identity(r["params"]) for t, r in ends if t not in self.unrun and not ended_by_study(r)}
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> Status:
+        """The study now, for the progress display: spend against the budget, trials by state, the best so far and
+        each running trial (:mod:`sweep.planner.status`), from the rows the planner holds."""
         confirming, done = self.confirmation.active, self.confirmation.done
-        return {
-            "spent_usd": self.accounts.spent_usd(),
-            "budget_usd": self.cfg.budget.usd,
-            "states": self.state_counts(),
-            "best_usd": self.accounts.best_usd(),
-            "stopping": self.stopping or done or ("" if confirming else self.closed),
-            "phase": "confirm" if confirming else "search",
-        }
+        price = self.price.usd_per_hour
+        return Status(
+            spent_usd=self.accounts.spent_usd(),
+            budget_usd=self.cfg.budget.usd,
+            states={str(getattr(state, "value", state)): n for state, n in self.state_counts().items()},
+            stopping=self.stopping or done or ("" if confirming else self.closed),
+            phase="confirm" if confirming else "search",
+            best=best_so_far(self.rows),
+            running=tuple(
+                trial_status(n, run.config, run.params, run.rows, price) for n, run in sorted(self.running.items())
+            ),
+        )
 
     def _over(self, study: Any) -> bool:
         """With nothing running: whether the study has ended (stopped, or both phases done); moves the study from

@@ -28,7 +28,7 @@ KNOB_COLUMNS = ("num_envs", "num_steps_per_env", "num_mini_batches")
 #: Characters of a trial's end reason shown in the table and hover text (the ledger keeps it whole).
 REASON_CHARS = 120
 
-#: Quantities (USD, seconds, throughput) start their axis at zero: a 0.2% spread must not fill the chart.
+#: Quantities (USD, seconds, throughput) start their axis at zero: a small spread must not fill the chart.
 _FROM_ZERO = {"rangemode": "tozero"}
 
 

@@ -122,7 +122,8 @@ def recommended(run_dir: Path, rows: list[dict]) -> dict[str, Any] | None:
 
 def seeds_evidence(s: Any) -> dict[str, Any]:
     """The recommended config over its seeds: each seed's result, the mean and interval that ranked it, the billed
-    mean, and the ratio to the baseline with its interval and rule (``evidence.RANKING_RULE``, ``VS_BASELINE_RULE``)."""
+    mean, the ratio to the baseline with its interval and rule (``evidence.RANKING_RULE``, ``VS_BASELINE_RULE``), and
+    the study's payback (:func:`payback_evidence`)."""
     from sweep.analysis.evidence import RANKING_RULE, VS_BASELINE_RULE
     from sweep.planner.confirm import RACE_RULE
 
@@ -171,7 +172,45 @@ def seeds_evidence(s: Any) -> dict[str, Any]:
             "shared_seeds": list(vs.shared_seeds),
             "rule": VS_BASELINE_RULE,
         }
+    out["payback"] = payback_evidence(s.payback)
     return out
+
+
+def payback_evidence(pay: Any) -> dict[str, Any]:
+    """``evidence.payback``: the study's spend in baseline training runs, the saving per run and the runs until the
+    study has paid for itself (:class:`sweep.analysis.evidence.Payback`, USD); the baseline figures are null and
+    ``note`` says why when there is no baseline comparison."""
+    from sweep.analysis.evidence import PAYBACK_RULE
+
+    return {
+        "study_usd": pay.study_usd,
+        "baseline_mean_usd_to_target_equal_terms": pay.baseline_mean_usd,
+        "recommended_mean_usd_to_target_equal_terms": pay.recommended_mean_usd,
+        "study_in_baseline_runs": pay.study_in_baseline_runs,
+        "saving_per_run_usd": pay.saving_per_run_usd,
+        "runs_to_pay_back": pay.runs_to_pay_back,
+        "baseline_mean_is_lower_bound": pay.baseline_is_lower_bound,
+        "note": pay.note or None,
+        "rule": PAYBACK_RULE,
+    }
+
+
+def trainer_command(run_dir: str | Path, trial: int) -> str | None:
+    """The trainer line of ``recommended.yaml``'s ``isaaclab`` section (what to run in Isaac Lab), when the file in
+    ``run_dir`` recommends ``trial``'s checkpoint; None for another backend, a file not written yet or one left from
+    an earlier recommendation."""
+    path = Path(run_dir) / "recommended.yaml"
+    if not path.is_file():
+        return None
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return None
+    section = doc.get("isaaclab") if isinstance(doc, dict) else None
+    if not isinstance(section, dict) or (doc.get("evidence") or {}).get("trial") != trial:
+        return None
+    command = section.get("command")
+    return str(command) if command else None
 
 
 def _checkpoint_section(run_dir: Path, trial: int, row: dict) -> dict[str, Any] | None:

@@ -17,12 +17,9 @@ from sweep.analysis.summary import (
     Summary,
     changed_flags,
     ci_text,
-    closest_line,
-    describe_params,
+    decision_lines,
     failure_line,
-    phase_text,
     reached_text,
-    recommendation_line,
     resolution_line,
     states_text,
     summarize,
@@ -39,6 +36,7 @@ from sweep.report.charts import (
     seeds_figure,
     wall_figure,
 )
+from sweep.report.export import trainer_command
 
 
 def trials_table(rows: list[dict]) -> Any:
@@ -186,10 +184,11 @@ def render(run_dir: Path, rows: list[dict]) -> str:
             + fig.to_html(full_html=False, include_plotlyjs="inline" if i == 0 else False, div_id=f"fig-{name}")
             + "</section>"
         )
-    trials = trials_table(rows)
+    trials, s = trials_table(rows), summarize(rows)
+    trainer = trainer_command(run_dir, s.recommended.trial) if s.recommended is not None else None
     return _PAGE.format(
         title=html.escape(f"sweep report: {run_dir.name}"),
-        card=_card_html(summarize(rows)),
+        card=_card_html(s, trainer),
         figures="\n".join(parts),
         table=_table_html(trials),
         data=html.escape(json.dumps({"trials": len(trials)})),
@@ -203,15 +202,21 @@ def _target(run_dir: Path) -> float | None:
     return float(yaml.safe_load(path.read_text())["target"]["success"]) if path.exists() else None
 
 
-def _card_html(s: Summary) -> str:
+def _card_html(s: Summary, trainer: str | None = None) -> str:
+    """The top card: the decision first (:func:`~sweep.analysis.summary.decision_lines`: what to use, its cost to
+    target against the baseline, what the study cost, its payback), then the recommended config's best seed and the
+    trials; every sentence once. ``trainer``: the Isaac Lab trainer line of recommended.yaml."""
+    lines = ['<div class="decision">']
+    for label, text in decision_lines(s, trainer):
+        body = f"<code>{html.escape(text)}</code>" if label == "Isaac Lab trainer" else html.escape(text)
+        key = label.replace(" ", "-").lower()
+        lines.append(f'<p class="{key}"><b>{html.escape(label[0].upper() + label[1:])}:</b> {body}</p>')
+    lines.append("</div>")
     rec = s.recommended
-    lines = []
     if rec:
-        knobs = describe_params(rec.params)
         lines += [
-            f"<p><b>Recommended (trial {rec.trial}):</b> {html.escape(knobs)}</p>",
-            f"<p>{html.escape(recommendation_line(s))} (rule: the lowest mean over seeds on equal terms; "
-            "<code>recommended.yaml</code> lists each seed, the interval and the baseline comparison)</p>",
+            f"<p>Best seed: trial {rec.trial} (seed {rec.seed}), whose checkpoint is the deliverable "
+            "(<code>recommended.yaml</code> lists every seed, the ranking rule and the baseline comparison):</p>",
             "<ul>",
             f"<li>USD to target: <b>${rec.usd_to_target:.4f}</b> (on equal terms, without its "
             f"{rec.one_time_s:.1f} s of one-time start-up and compilation: ${rec.race_usd_to_target:.4f}, the "
@@ -222,19 +227,13 @@ def _card_html(s: Summary) -> str:
             f"<li>held-out success {rec.success:.3f} ({ci_text(rec.success_lo, rec.success_hi)}, "
             f"{rec.eval_episodes} episodes)</li>",
             f"<li>training throughput {rec.throughput_sps:,.0f} env steps/s; bottleneck: {rec.bottleneck}</li>",
-            f"<li>price: {html.escape(rec.price_label)} (${rec.price_usd_per_hour:g}/h), device "
-            f"{html.escape(str(rec.device))}</li>",
+            f"<li>price: {html.escape(rec.price_label)} (${rec.price_usd_per_hour:g}/h)"
+            f"{', device ' + html.escape(str(rec.device)) if rec.device else ''}</li>",
             "</ul>",
         ]
         coarse = resolution_line(s)
         lines += [f"<p><b>Note:</b> {html.escape(coarse)}.</p>"] if coarse else []
-    else:
-        lines.append(f"<p><b>No trial reached the target</b>; {html.escape(closest_line(s))}.</p>")
-    phases = phase_text(s)
-    lines.append(
-        f"<p>Study spend <b>${s.total_usd:.4f}</b>, of which {100 * s.pruned_failed_share:.1f}% on pruned "
-        f"and failed trials{' (' + phases + ')' if phases else ''}. Trials: {states_text(s)}.</p>"
-    )
+    lines.append(f"<p>Trials: {html.escape(states_text(s) or 'none')}.</p>")
     failed = failure_line(s, "ledger.jsonl")
     lines += [f'<p class="failures"><b>Failures:</b> {html.escape(failed)}.</p>'] if failed else []
     return "\n".join(lines)
@@ -291,7 +290,8 @@ _PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:1200px}} table{{border-collapse:collapse;font-size:12px}}
 td,th{{border:1px solid #ccc;padding:3px 6px}} th{{cursor:pointer;background:#eee}}
-.card{{background:#f6f8fa;padding:1em}}</style>
+.card{{background:#f6f8fa;padding:1em}} .decision p{{margin:.3em 0}}
+.decision{{font-size:1.1em;border-left:4px solid #2ca02c;padding-left:.8em}}</style>
 </head><body><h1>{title}</h1><div class="card">{card}</div>
 {figures}
 <h2>All trials</h2>{table}
