@@ -25,7 +25,7 @@ def test_the_agent_config_has_no_side_effect_and_carries_the_flags(monkeypatch) 
     assert export.implied_agent_config(cfg) == agent
     assert agent_config(cfg)["check_for_nan"] is True  # without flags: rsl-rl's own settings
     with pytest.raises(AssertionError, match="compile cache"):
-        perf.apply_to_process(flags)  # the one place that switches it on, called by build_learner
+        perf.apply_to_process(flags)  # the one place that switches it on, called where a trial is built
 
 
 def test_a_trial_names_the_machines_own_index_of_its_gpu(monkeypatch) -> None:

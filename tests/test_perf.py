@@ -14,6 +14,7 @@ from sweep import perf
 from sweep.backends.agent import agent_config
 from sweep.backends.mjx.locomotion import MjxLocomotionEnv, with_overrides
 from sweep.contract import TrialConfig
+from sweep.errors import ConfigError
 from sweep.ledger import PhaseClock
 from sweep.trial.learner import SweepLoop
 
@@ -113,3 +114,16 @@ def test_non_finite_gradient_is_skipped_and_counted() -> None:
     assert alg.skipped_updates() == 2 * 2  # epochs x mini-batches
     for p, q in zip(alg.actor.parameters(), before, strict=True):
         assert torch.equal(p, q), "a non-finite step changed the weights"
+
+
+def test_the_flags_object_has_a_field_per_catalog_flag_with_its_default_and_resolves_once() -> None:
+    import dataclasses
+
+    assert {f.name: f.default for f in dataclasses.fields(perf.Flags)} == {
+        n: f.default for n, f in perf.CATALOG.items()
+    }
+    flags = perf.Flags.of({"fused_optimizer": True})
+    assert flags.fused_optimizer and dict(flags) == perf.resolve({"fused_optimizer": True})
+    assert perf.Flags.of(flags) is flags  # a resolved object passes through every layer as it is
+    with pytest.raises(ConfigError, match="unknown flag"):
+        perf.Flags.of({"warp_drive": True})

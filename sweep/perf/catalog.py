@@ -10,6 +10,7 @@ exported YAML.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,7 +153,7 @@ UPDATE_FLAGS = (
 BACKEND_FLAGS = ("buffer_donation",)
 
 
-def resolve(flags: dict[str, Any] | None, key: str = "flags") -> dict[str, Any]:
+def resolve(flags: Mapping[str, Any] | None, key: str = "flags") -> dict[str, Any]:
     """All flags with defaults filled in; unknown names or values are errors that name the key."""
     flags = dict(flags or {})
     unknown = sorted(set(flags) - set(CATALOG))
@@ -171,6 +172,44 @@ def resolve(flags: dict[str, Any] | None, key: str = "flags") -> dict[str, Any]:
             raise ConfigError(f"{key}.{name}: must be one of {list(flag.choices)} (got {value!r})")
         out[name] = value
     return out
+
+
+@dataclass(frozen=True)
+class Flags(Mapping[str, Any]):
+    """A trial's performance flags, every one resolved (defaults filled in, values checked) once, where the trial is
+    built (:meth:`of`); each layer that acts on a flag reads this object, by attribute or as a read-only mapping.
+    The fields are the catalog's, with its defaults (a test keeps the two equal)."""
+
+    fused_optimizer: bool = False
+    deferred_episode_stats: bool = False
+    fast_finite_check: bool = False
+    lazy_loss_readout: bool = False
+    log_every: int = 1
+    """Iterations between loss read-outs (0: never)."""
+    critic_chunk: int = 0
+    """Envs per chunk of the critic's evaluation (0: all at once)."""
+    torch_compile: str = "none"
+    tf32: bool = False
+    bf16_update: bool = False
+    buffer_donation: bool = False
+    cuda_graph_update: bool = False
+    compile_cache: bool = False
+
+    @classmethod
+    def of(cls, flags: Mapping[str, Any] | None, key: str = "flags") -> Flags:
+        """``flags`` (names to values, some or none) resolved: :func:`resolve`'s checks, as one object."""
+        return flags if isinstance(flags, Flags) else cls(**resolve(dict(flags or {}), key))
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in CATALOG:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(CATALOG)
+
+    def __len__(self) -> int:
+        return len(CATALOG)
 
 
 def all_on(exact_only: bool = False) -> dict[str, Any]:
@@ -218,11 +257,12 @@ def markdown() -> str:
 
 
 def backend_knobs(flags: dict[str, Any], supported: tuple[str, ...]) -> dict[str, Any]:
+def backend_knobs(flags: Mapping[str, Any], supported: tuple[str, ...]) -> dict[str, Any]:
     """The flags a backend applies itself, restricted to those it supports."""
     return {name: flags[name] for name in BACKEND_FLAGS if name in supported}
 
 
-def should_log(flags: dict[str, Any], iteration: int) -> bool:
+def should_log(flags: Mapping[str, Any], iteration: int) -> bool:
     """Whether this iteration reads and reports its losses."""
     every = int(flags["log_every"])
     return every > 0 and iteration % every == 0

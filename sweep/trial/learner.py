@@ -14,7 +14,7 @@ import math
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +87,7 @@ def build_learner(
     cfg: Any,
     env: Any,
     device: str,
-    flags: dict[str, Any],
+    flags: Mapping[str, Any],
     clock: PhaseClock,
     out_dir: str | Path | None = None,
     trial: int = 0,
@@ -97,11 +97,13 @@ def build_learner(
 
     ``train_cfg``: the rsl-rl config to train with (the backend's, :meth:`sweep.backends.Backend.agent_config`);
     None: :func:`agent_config`. Its ``init_at_random_ep_len`` (absent: False) starts every env at a random point of
-    its episode once, before the first rollout, as rsl-rl's ``OnPolicyRunner.learn`` does."""
+    its episode once, before the first rollout, as rsl-rl's ``OnPolicyRunner.learn`` does. ``flags``: the trial's
+    :class:`sweep.perf.Flags` (a mapping of some flags is resolved here); the process-wide switches
+    (:func:`sweep.perf.apply_to_process`) are the caller's, before its env is built."""
     from rsl_rl.algorithms import PPO
 
+    flags = perf.Flags.of(flags)
     torch.manual_seed(cfg.seed)
-    perf.apply_to_process(flags)
     if train_cfg is None:
         train_cfg = agent_config(cfg, flags)
     random_start = bool(train_cfg.get("init_at_random_ep_len", False))
@@ -130,14 +132,21 @@ class SweepLoop:
     """This runner's training iterations: rollout (sim + policy), learn, log; flags decide the details."""
 
     def __init__(
-        self, alg: Any, env: Any, cfg: Any, flags: dict, clock: PhaseClock, device: str, random_start: bool = False
+        self,
+        alg: Any,
+        env: Any,
+        cfg: Any,
+        flags: Mapping[str, Any],
+        clock: PhaseClock,
+        device: str,
+        random_start: bool = False,
     ) -> None:
-        self.alg, self.env, self.cfg, self.flags, self.clock = alg, env, cfg, flags, clock
+        self.alg, self.env, self.cfg, self.flags, self.clock = alg, env, cfg, perf.Flags.of(flags), clock
         self.random_start = random_start
         """Start every env at a random point of its episode before the first rollout (rsl-rl's
         ``init_at_random_ep_len``); done once."""
         self.timer = PolicyTimer(device)
-        self.stats = perf.EpisodeStats(env.num_envs, device, deferred=bool(flags["deferred_episode_stats"]))
+        self.stats = perf.EpisodeStats(env.num_envs, device, deferred=self.flags.deferred_episode_stats)
         self.obs = env.get_observations()
         self.iteration = 0
         self.last_losses: dict[str, float] = {}
@@ -159,7 +168,7 @@ class SweepLoop:
                     self.timer.stop()
                     obs, rewards, dones, extras = env.step(actions)
                     self.timer.start()
-                    if not self.flags["fast_finite_check"]:  # rsl-rl check_for_nan: a sync per step
+                    if not self.flags.fast_finite_check:  # rsl-rl check_for_nan: a sync per step
                         perf.check_nan(obs, rewards, dones)
                     alg.process_env_step(obs, rewards, dones, extras)
                     self.stats.update(rewards, dones, extras.get("success"))
@@ -178,7 +187,7 @@ class SweepLoop:
                     self.last_losses = {k: float(v) for k, v in losses.items()}
                     # With the fast finite check a non-finite step was skipped (and counted), not fatal.
                     finite = all(math.isfinite(v) for v in self.last_losses.values())
-                    if not finite and not self.flags["fast_finite_check"]:
+                    if not finite and not self.flags.fast_finite_check:
                         raise TrialFailed(f"diverged: non-finite PPO loss at iteration {self.iteration} ({losses})")
             if until is not None and until():
                 return done

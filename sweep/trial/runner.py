@@ -60,7 +60,7 @@ class Built:
     on first use (:attr:`eval_env`)."""
 
     device: str
-    flags: dict[str, Any]
+    flags: perf.Flags
     env: Any
     make_eval_env: Callable[[], Any]
     seeds: list[int]
@@ -113,7 +113,7 @@ def build(
         t = now
 
     backend = get_backend(cfg.backend)
-    flags = perf.resolve(cfg.flags)
+    flags = perf.Flags.of(cfg.flags)  # the one resolution: every layer below reads this object
     device = resolve_device(cfg.device)
     torch.manual_seed(cfg.seed)
     perf.apply_to_process(flags)  # before the first env: its reset compiles too, and must read the persistent cache
