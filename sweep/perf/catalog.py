@@ -256,7 +256,6 @@ def markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-def backend_knobs(flags: dict[str, Any], supported: tuple[str, ...]) -> dict[str, Any]:
 def backend_knobs(flags: Mapping[str, Any], supported: tuple[str, ...]) -> dict[str, Any]:
     """The flags a backend applies itself, restricted to those it supports."""
     return {name: flags[name] for name in BACKEND_FLAGS if name in supported}
