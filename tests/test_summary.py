@@ -7,6 +7,7 @@ from pathlib import Path
 from sweep.analysis import summary
 from sweep.ledger import metrics, read_rows
 from sweep.report import page as report
+from sweep.trial.cli import format_summary, pass_text
 from tests.test_report import write_run
 
 
@@ -19,7 +20,7 @@ def test_the_three_printouts_render_one_summary(tmp_path: Path) -> None:
     usd = f"${best.usd_to_target:.4f}"
     assert usd in summary.run_text(s) and usd in summary.text_summary(run_dir)
     assert usd in report._card_html(s)
-    printout = summary.format_summary(s, 3, 0.9, run_dir / "ledger.jsonl")
+    printout = format_summary(s, 3, 0.9, run_dir / "ledger.jsonl")
     assert printout.splitlines()[0] == "trial 3: reached ()"
     assert f"USD to target      {usd} at test ($3600/h)" in printout and f"({len(rows)} rows)" in printout
 
@@ -27,13 +28,12 @@ def test_the_three_printouts_render_one_summary(tmp_path: Path) -> None:
 def test_the_trial_printout_of_a_row_without_an_interval_says_so(tmp_path: Path) -> None:
     run_dir, _ = write_run(tmp_path)
     s = summary.summarize(read_rows(run_dir / "ledger.jsonl"))
-    text = summary.format_summary(s, 1, 0.9, Path("ledger.jsonl"))
+    text = format_summary(s, 1, 0.9, Path("ledger.jsonl"))
     assert "held-out success   0.300 (no interval recorded, 256 episodes; target 0.9)" in text
     assert "spent              6.0 s, $6.0000 at test" in text
 
 
 def test_a_pass_stopped_below_the_target_reads_as_a_bound() -> None:
-    from sweep.analysis.summary import pass_text
 
     assert pass_text(0.9123, None) == "0.912"
     assert pass_text(None, 0.746).startswith("< 0.746")

@@ -334,47 +334,6 @@ def text_summary(run_dir: str | Path) -> str:
     return run_text(summarize(read_rows(path)), path)
 
 
-def pass_text(
-    success: float | None, success_max: float | None, signal: float | None = None, name: str = "train_success"
-) -> str:
-    """A held-out pass in a few characters: its rate, or for a pass stopped below the target the most a full
-    pass could have measured; with neither, the pass was skipped (``signal``: the value of the gate's signal
-    ``name`` that skipped it, :data:`sweep.trial.evaluation.GATE_SIGNALS`)."""
-    if success is not None:
-        return f"{success:.3f}"
-    if success_max is not None:
-        return f"< {success_max:.3f} (stopped once below the target was certain)"
-    if signal is not None:
-        from sweep.contract import GATE_SIGNALS
-
-        return f"skipped ({GATE_SIGNALS[name]} {signal:.3f}, below target.eval_gate)"
-    return "not evaluated"
-
-
-def format_summary(s: Summary, trial: int, target: float, ledger_path: Path) -> str:
-    """The summary ``python -m sweep.trial`` prints for one trial of the ledger ``s`` was built from."""
-    t = s.trials[trial]
-    lines = [f"trial {t.trial}: {t.state} ({t.reason})"]
-    if t.success is not None:
-        lines.append(
-            f"  held-out success   {t.success:.3f} ({ci_text(t.success_lo, t.success_hi)}, "
-            f"{t.eval_episodes} episodes; target {target:g})"
-        )
-    elif t.success_max is not None:
-        lines.append(f"  held-out success   {pass_text(None, t.success_max)} (target {target:g})")
-    lines += [
-        f"  env steps          {t.env_steps:,}",
-        f"  throughput         {t.throughput_sps:,.0f} env steps/s (over {t.training_s:.1f} training s)",
-    ]
-    if t.wall_to_target_s is not None:
-        lines.append(f"  wall to target     {t.wall_to_target_s:.1f} s (all billable phases)")
-        lines.append(f"  USD to target      ${t.usd_to_target:.4f} at {t.price_label} (${t.price_usd_per_hour:g}/h)")
-    else:
-        lines.append(f"  spent              {t.wall_s:.1f} s, ${t.usd:.4f} at {t.price_label}")
-    lines += [f"  bottleneck         {t.bottleneck}", f"  ledger             {ledger_path} ({s.n_rows} rows)"]
-    return "\n".join(lines)
-
-
 def decision_lines(s: Summary, trainer: str | None = None) -> list[tuple[str, str]]:
     """The decision, as (label, sentence) pairs in the order a reader needs them: what to use (and ``trainer``, the
     Isaac Lab trainer line, when given), its cost to target against the baseline, what the study cost, its payback.
