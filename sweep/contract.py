@@ -9,12 +9,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from sweep.errors import ConfigError
-
-if TYPE_CHECKING:
-    from sweep.ledger import Row
 
 #: First held-out seed; every training seed must be below it. Training seeds live in ``[0, EVAL_SEED_BASE)``, the
 #: held-out panel's are ``EVAL_SEED_BASE + i``: the two can never meet, whichever path a seed takes.
@@ -69,8 +66,9 @@ class Decision(str, Enum):
 
 CONTINUE, PRUNE, STOP = Decision.CONTINUE, Decision.PRUNE, Decision.STOP
 
-#: Takes each ledger row of a running trial and answers with a :class:`Decision` (as text).
-Sink = Callable[["Row"], str]
+#: Takes each ledger row of a running trial (a :class:`sweep.ledger.Row`, which this leaf module does not import) and
+#: answers with a :class:`Decision` (as text).
+Sink = Callable[[Any], str]
 
 
 class TrialState(str, Enum):
@@ -291,7 +289,7 @@ class TrialRunner(Protocol):
         price_usd_per_hour: float = ...,
         price_label: str = ...,
         out_dir: str | Path | None = ...,
-    ) -> Row: ...
+    ) -> Any: ...
 
 
 class TrialPool(Protocol):

@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from sweep.analysis.figures import TrialFigures
 from sweep.contract import END_STATES, TrialState, stopped_by_cap
 from sweep.ledger import end_label, last_rows, metrics
 from sweep.params import TrialParams
-
-if TYPE_CHECKING:
-    from sweep.analysis.summary import TrialFigures
-
 
 #: Student t 0.975 quantiles for 1-30 degrees of freedom (scipy.stats.t.ppf, to 6 decimals); above 30 an expansion.
 _T975 = (

@@ -14,14 +14,11 @@ import functools
 import itertools
 import os
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sweep.backends.mjx.task import NUM_ACTIONS, OBS_DIM, PHYSICS_DT_S, build_functions, policy_loop
+from sweep.backends.mjx.task import NUM_ACTIONS, OBS_DIM, PHYSICS_DT_S, TaskParams, build_functions, policy_loop
 from sweep.backends.policy import PolicyShape
 from sweep.errors import ConfigError, require
-
-if TYPE_CHECKING:
-    from sweep.backends.mjx.locomotion import TaskParams
 
 
 def model_path() -> str:

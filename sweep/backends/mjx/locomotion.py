@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from typing import Any
 
 import torch
@@ -23,43 +23,12 @@ from tensordict import TensorDict
 
 from sweep.backends.base import Backend, Profile, TaskEnv
 from sweep.backends.mjx import compiled as mjx_compiled
-from sweep.backends.mjx.task import NUM_ACTIONS, PHYSICS_DT_S, SUBSTEPS, panel_keys, train_keys
+from sweep.backends.mjx.task import NUM_ACTIONS, PHYSICS_DT_S, SUBSTEPS, TaskParams, panel_keys, train_keys
 from sweep.backends.policy import MlpPolicy, PolicyShape
 from sweep.errors import ConfigError, require
 
 #: The mujoco / mujoco-mjx release (major.minor) this task was calibrated and tested with.
 TESTED_MUJOCO = "3.17"
-
-
-@dataclass(frozen=True)
-class TaskParams:
-    """Everything that defines one profile of the task (fixed for a trial)."""
-
-    floor: str
-    """'flat' (a plane) or 'rough' (the height field shipped with the model, up to 5 cm bumps)."""
-    episode_steps: int
-    """Time limit in control steps (0.02 s each)."""
-    success_threshold_mps: float
-    """Success: mean xy-velocity tracking error over the episode below this (m/s), and no fall."""
-    cmd_vx: tuple[float, float]
-    """Forward velocity command range (m/s)."""
-    cmd_vy: tuple[float, float]
-    """Lateral velocity command range (m/s)."""
-    cmd_yaw: tuple[float, float]
-    """Yaw-rate command range (rad/s)."""
-    push_every_steps: int = 0
-    """Push the torso every this many control steps (0: never)."""
-    push_mps: float = 0.0
-    """Largest push, as an added xy velocity of the torso (m/s)."""
-    spawn_radius_m: float = 0.0
-    """Episodes start at a random xy within this radius (rough floor: a different patch each time)."""
-    action_scale_rad: float = 0.3
-    """Joint target offset per unit action (rad)."""
-    gait_hz: float = 0.0
-    """Frequency of a trotting reference added to the knee targets (0: none; the policy learns gaits alone)."""
-    gait_knee_rad: float = 0.0
-    """Knee flexion of the reference at the top of each swing (rad); diagonal legs swing together."""
-    description: str = ""
 
 
 PROFILES: dict[str, TaskParams] = {

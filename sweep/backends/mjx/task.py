@@ -8,10 +8,8 @@ two can never meet whatever the seeds. See :mod:`sweep.backends.mjx.locomotion` 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
-
-if TYPE_CHECKING:
-    from sweep.backends.mjx.locomotion import TaskParams
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 #: Seconds of simulated time per physics step (MJX's own example task uses the same).
 PHYSICS_DT_S = 0.004
@@ -19,6 +17,37 @@ PHYSICS_DT_S = 0.004
 SUBSTEPS = 5
 OBS_DIM = 50
 NUM_ACTIONS = 12
+
+
+@dataclass(frozen=True)
+class TaskParams:
+    """Everything that defines one profile of the task (fixed for a trial)."""
+
+    floor: str
+    """'flat' (a plane) or 'rough' (the height field shipped with the model, up to 5 cm bumps)."""
+    episode_steps: int
+    """Time limit in control steps (0.02 s each)."""
+    success_threshold_mps: float
+    """Success: mean xy-velocity tracking error over the episode below this (m/s), and no fall."""
+    cmd_vx: tuple[float, float]
+    """Forward velocity command range (m/s)."""
+    cmd_vy: tuple[float, float]
+    """Lateral velocity command range (m/s)."""
+    cmd_yaw: tuple[float, float]
+    """Yaw-rate command range (rad/s)."""
+    push_every_steps: int = 0
+    """Push the torso every this many control steps (0: never)."""
+    push_mps: float = 0.0
+    """Largest push, as an added xy velocity of the torso (m/s)."""
+    spawn_radius_m: float = 0.0
+    """Episodes start at a random xy within this radius (rough floor: a different patch each time)."""
+    action_scale_rad: float = 0.3
+    """Joint target offset per unit action (rad)."""
+    gait_hz: float = 0.0
+    """Frequency of a trotting reference added to the knee targets (0: none; the policy learns gaits alone)."""
+    gait_knee_rad: float = 0.0
+    """Knee flexion of the reference at the top of each swing (rad); diagonal legs swing together."""
+    description: str = ""
 
 
 class State(NamedTuple):
