@@ -16,7 +16,7 @@ import tomllib
 
 from sweep import run as run_mod
 from sweep.backends import REGISTRY, get_backend
-from sweep.planner.loop import SAME_FAILURE_STOP, Planner
+from sweep.planner.running import SAME_FAILURE_STOP, FailureStreak
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -142,11 +142,11 @@ def test_the_same_failure_in_a_row_stops_the_study_says_why_and_exits_non_zero(t
 
 
 def test_a_different_failure_or_any_other_end_resets_the_count() -> None:
-    p = Planner.__new__(Planner)
-    p.failures, p.stopping = [], ""
+    streak = FailureStreak()
     for state, reason in [("failed", "A"), ("failed", "A"), ("reached", ""), ("failed", "A"), ("failed", "B")]:
-        p._note_end({"state": state, "reason": reason})
-    assert p.failures == ["B"] and not p.stopping
-    for _ in range(SAME_FAILURE_STOP - 1):
-        p._note_end({"state": "failed", "reason": "B"})
-    assert p.stopping.startswith(f"{SAME_FAILURE_STOP} trials in a row failed the same way (B)")
+        assert streak.note({"state": state, "reason": reason}) is None
+    assert streak.reasons == ["B"]
+    for _ in range(SAME_FAILURE_STOP - 2):
+        assert streak.note({"state": "failed", "reason": "B"}) is None
+    stop = streak.note({"state": "failed", "reason": "B"})
+    assert stop == f"{SAME_FAILURE_STOP} trials in a row failed the same way (B)"

@@ -98,7 +98,7 @@ def _worker_class() -> Any:
 
         def preload(self, plan: dict) -> None:
             """Start loading the study's env shapes beside the trials (:mod:`sweep.execution.preload`)."""
-            from sweep.execution import preload
+            import sweep.execution.preload as preload  # the module, not the package: its __init__ imports this one
 
             preload.start(plan)
 

@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+import sweep.planner.leader as leader
 from sweep.config import RunConfig
 from sweep.contract import TrialState
 from sweep.ledger import last_rows, metrics
-from sweep.planner import leader
 from sweep.planner.pruner import allowance_usd, can_start, confirm_allowance_usd, reserve_usd
 
 

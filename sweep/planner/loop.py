@@ -2,35 +2,35 @@
 
 Objectives (minimized): USD to target and wall-clock to target. Continue/prune decisions come from
 :mod:`sweep.planner.pruner`, the study's money (spent, reserved, what a trial may spend) from
-:mod:`sweep.planner.accounts`; the study budget counts every trial. A config
-the sampler proposes again while others remain untried is not paid for twice: it is told PRUNED at
-no cost, like a config that breaks a constraint; after :data:`MAX_REPEATS` such proposals in a row the planner
-queues an untried feasible config itself (in an order shuffled by the sampler seed), so a sampler stuck on what
-it has seen never makes the search pay for a repeat while a config is still unmeasured. With ``intensify`` > 1 the
-config that leads the search (the lowest mean cost to target on equal terms) runs again on new training seeds until
-it has that many search trials, before further configs; search trials race against the leader's mean cost.
-
-How each trial's end is told to Optuna, so that none is lost to the sampler: :mod:`sweep.planner.study_store`.
+:mod:`sweep.planner.accounts`; the study budget counts every trial. A config the sampler proposes again while others
+remain untried is not paid for twice: it is told PRUNED at no cost, like a config that breaks a constraint; after
+:data:`MAX_REPEATS` such proposals in a row the planner queues an untried feasible config itself (in an order shuffled
+by the sampler seed). With ``intensify`` > 1 the config that leads the search (the lowest mean cost to target on equal
+terms) runs again on new training seeds until it has that many search trials, before further configs; search trials
+race against the leader's mean cost. How each end is told to Optuna: :mod:`sweep.planner.study_store`.
 
 With ``confirm.seeds`` > 1 the study has two phases (the ledger's ``phase``): the search above, which keeps
 ``confirm.budget_share`` of the budget uncommitted, then the confirmation of :mod:`sweep.planner.confirm`: the search's
 best configs and the baseline re-run on further training seeds, raced, neither pruned on cost nor capped below the
-per-trial cap. Confirmation trials are Optuna trials too (no sampled params: the sampler is not asked again), billed
-and counted in the budget like every other. Which phase a study is in is read from the ledger, so a resumed study
-continues where it stopped.
+per-trial cap. Confirmation trials are Optuna trials too (the sampler is not asked again), billed and counted in the
+budget like every other. The phase is read from the ledger, so a resumed study continues where it stopped.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import sweep.planner.acquisition as acquisition
+import sweep.planner.confirm as confirm
+import sweep.planner.leader as leader
+import sweep.planner.space as space
+import sweep.planner.study_store as study_store
 from sweep import checkpoints
 from sweep.analysis.evidence import ConfigStat
-from sweep.analysis.summary import short_reason
 from sweep.config import RunConfig
 from sweep.contract import (
     CONTINUE,
@@ -45,43 +45,17 @@ from sweep.contract import (
 )
 from sweep.ledger import LedgerWriter, end_label, last_rows, read_rows
 from sweep.params import TrialParams, trial_params
-from sweep.planner import acquisition, confirm, leader, space, study_store
 from sweep.planner.accounts import Accounts
 from sweep.planner.pruner import CostPruner
+from sweep.planner.running import FailureStreak, Running
 from sweep.planner.status import Status, best_so_far, trial_status
 from sweep.prices import Price
 
 #: Repeated proposals told and skipped in a row before the planner queues an untried config itself.
 MAX_REPEATS = 20
-#: Trials in a row that fail for the same reason before the study stops: then the environment is broken, not a
-#: config, and every further trial would fail the same way and be billed for it.
-SAME_FAILURE_STOP = 3
 #: Seconds between touches of the run's heartbeat file while the driver lives.
 HEARTBEAT_S = 2.0
 DUPLICATE = "repeat"
-
-
-@dataclass
-class Running:
-    """A dispatched trial."""
-
-    number: int
-    optuna_trial: Any
-    params: dict[str, Any]
-    rows: list[dict] = field(default_factory=list)
-    started: float = field(default_factory=time.time)
-    allowance: float = 0.0
-    config: dict[str, Any] = field(default_factory=dict)
-    """Its TrialConfig as dispatched (seed, phase, baseline: what a row the planner writes for it says)."""
-
-    @property
-    def phase(self) -> str:
-        return str(self.config.get("phase", "search"))
-
-    def placeholder(self) -> dict[str, Any]:
-        """A 'running' row of its config, for a trial that has sent no row yet."""
-        row = {"trial": self.number, "state": TrialState.RUNNING, "params": self.params, "billable_s": 0.0}
-        return {**row, "seed": self.config.get("seed"), "phase": self.phase}
 
 
 class Planner:
@@ -113,8 +87,8 @@ class Planner:
         """Why running trials are being stopped (budget spent, Ctrl-C); empty while they may go on."""
         self.closed = ""
         """Why no further trial starts (trial limit, every feasible config tried); running ones finish."""
-        self.failures: list[str] = []
-        """The reasons of the trials that failed in a row most recently (emptied by any other end)."""
+        self.failures = FailureStreak()
+        """The trials that failed in a row most recently, for the stop on a broken environment."""
         self.poll_s = poll_s
         """Seconds between polls of the workers (replayed trials need none)."""
         self.interrupted = interrupted
@@ -408,14 +382,10 @@ class Planner:
         self._note_end(row)
 
     def _note_end(self, row: dict) -> None:
-        """Stop the study once :data:`SAME_FAILURE_STOP` trials in a row failed for the same reason."""
-        if row["state"] != TrialState.FAILED:
-            self.failures = []
-            return
-        reason = short_reason(str(row.get("reason", "")))
-        self.failures = [*self.failures, reason] if self.failures[-1:] == [reason] else [reason]
-        if len(self.failures) >= SAME_FAILURE_STOP and not self.stopping:
-            self.stopping = f"{len(self.failures)} trials in a row failed the same way ({reason})"
+        """Stop the study once trials keep failing the same way (:class:`sweep.planner.running.FailureStreak`)."""
+        why = self.failures.note(row)
+        if why and not self.stopping:
+            self.stopping = why
 
     def _fail_lost(self, study: Any, run: Running, ending: Ending) -> None:
         """A trial whose worker died (or was stopped): billed and told (:func:`sweep.planner.study_store.tell_lost`)."""

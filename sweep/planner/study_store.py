@@ -21,10 +21,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import sweep.planner.space as space
 from sweep.config import RunConfig
 from sweep.contract import EndCause, Ending, TrialState
 from sweep.ledger import TrialRows, last_rows, metrics
-from sweep.planner import space
 from sweep.prices import Price
 
 

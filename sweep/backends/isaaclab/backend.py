@@ -2,29 +2,24 @@
 
 A profile *is* an Isaac Lab 3.0 gym task id (``Isaac-Velocity-Flat-AnymalD``, ``IsaacContrib-Velocity-Flat-UnitreeA1``).
 Physics is Newton with the MuJoCo-Warp solver by default: no Isaac Sim, no Kit; the built scene is checked to run the
-preset asked for. Only :meth:`IsaacLab.make_env`, :meth:`IsaacLab.preflight` and :meth:`IsaacLab.agent_config`
-import Isaac Lab (absent: a :class:`MissingExtraError` naming the install step). The knobs become Hydra override
-strings (:mod:`sweep.backends.isaaclab.cfg`, also exported for Isaac Lab's trainer), applied to the configs that the
-task's ``env_cfg_entry_point`` / ``rsl_rl_cfg_entry_point`` name, then ``gym.make`` and ``RslRlVecEnvWrapper``.
+preset asked for. Only :meth:`IsaacLab.make_env`, :meth:`IsaacLab.preflight` and :meth:`IsaacLab.agent_config` import
+Isaac Lab (absent: a :class:`MissingExtraError` naming the install step). The knobs become Hydra override strings
+(:mod:`sweep.backends.isaaclab.cfg`, also exported for Isaac Lab's trainer), applied to the configs that the task's
+``env_cfg_entry_point`` / ``rsl_rl_cfg_entry_point`` name, then ``gym.make`` and ``RslRlVecEnvWrapper``.
 
 A trial trains as the task's own trainer (``python -m isaaclab train``) would with the same override line: its rsl-rl
 config is the task's registered agent config with the line applied, passed through Isaac Lab's
 ``handle_deprecated_rsl_rl_cfg`` and ``to_dict``; only the perf flags that are no field of it are added
-(``rsl_rl_only``), and episode lengths start at random as the config's ``init_at_random_ep_len`` says. The trial
-folder keeps ``params/agent.yaml`` and ``params/env.yaml`` as the trainer writes them.
+(``rsl_rl_only``), and episode lengths start at random as the config's ``init_at_random_ep_len`` says. The trial folder
+keeps ``params/agent.yaml`` and ``params/env.yaml`` as the trainer writes them.
 
 ``backend_options.asset_root`` is a local folder with the relative paths of NVIDIA's asset server; Isaac Lab reads
 ``ISAACSIM_ASSET_ROOT`` once, when ``isaaclab.utils.assets`` is first imported, so it is set before any Isaac Lab
 import, in the driver (:meth:`IsaacLab.preflight`, before Ray starts: workers inherit it) and in every worker.
 
-A process hosts one Isaac Lab simulation, the trial's training scene, which no evaluation touches. The held-out
-panel runs in a scene of its own in another process (:mod:`sweep.backends.isaaclab.evaluation`).
-
-Success of a finished episode: no termination but the time-out (no fall), and per-step mean errors of the
-``base_velocity`` command (what its ``error_vel_xy`` / ``error_vel_yaw`` metrics accumulate) below 0.5 m/s and
-0.4 rad/s, Isaac Lab 3.0's ``Metrics/success_rate`` thresholds for quadrupeds. Isaac Lab's own metric has no
-"did not fall" condition; the sums are kept here because Isaac Lab zeroes its metric in the reset, before ``step``
-returns.
+A process hosts one Isaac Lab simulation, the trial's training scene, which no evaluation touches. The held-out panel
+runs in a scene of its own in another process (:mod:`sweep.backends.isaaclab.evaluation`). The success of a finished
+episode: :mod:`sweep.backends.isaaclab.success`.
 """
 
 from __future__ import annotations
@@ -50,6 +45,7 @@ from sweep.backends.isaaclab.cfg import (
     TASK_PREFIXES,
     TASKS,
     TRAIN_COMMAND,
+    agent_device,
     apply_overrides,
     asset_paths,
     check_built_physics,
@@ -71,6 +67,7 @@ from sweep.backends.isaaclab.cfg import (
     with_rsl_rl_only,
     write_params,
 )
+from sweep.backends.isaaclab.success import MAX_ERR_XY_MPS, MAX_ERR_YAW_RADPS, SuccessTracker
 from sweep.backends.policy import MlpPolicy
 from sweep.errors import ConfigError, MissingExtraError
 
@@ -80,9 +77,6 @@ INSTALL_HINT = (
 )
 CONTROL_DT_S = 0.005 * 4  # Isaac Lab's velocity env (LocomotionVelocityRoughEnvCfg): 5 ms physics x decimation 4
 EPISODE_STEPS = 1000  # its 20 s episodes at 50 Hz
-#: Success thresholds on the episode's per-step mean tracking errors (Isaac Lab 3.0's quadruped defaults).
-MAX_ERR_XY_MPS = 0.5
-MAX_ERR_YAW_RADPS = 0.4
 ASSET_ROOT_ENV = "ISAACSIM_ASSET_ROOT"
 
 _find_spec = importlib.util.find_spec  # tests replace it to simulate a machine without Isaac Lab
@@ -155,11 +149,6 @@ def needed_assets(env_cfg: Any) -> list[str]:
     return sorted(set(paths))
 
 
-def agent_device(device: str) -> str:
-    """The device as Isaac Lab's agent config names it: ``cuda`` is ``cuda:0`` (a worker sees its GPU as index 0)."""
-    return "cuda:0" if device == "cuda" else device
-
-
 def task_agent_config(task: str, lines: list[str], device: str) -> dict[str, Any]:
     """The rsl-rl config of ``task`` as Isaac Lab's trainer builds it: the registered agent config with the override
     ``lines`` applied, ``agent.device``, ``handle_deprecated_rsl_rl_cfg`` for the installed rsl-rl, then ``to_dict``
@@ -170,44 +159,6 @@ def task_agent_config(task: str, lines: list[str], device: str) -> dict[str, Any
     _, _, agent_cfg = _task_configs(task, lines)
     agent_cfg.device = agent_device(device)
     return to_dict(handle_deprecated_rsl_rl_cfg(agent_cfg, check_rsl_rl_version()))
-
-
-class SuccessTracker:
-    """Per-env sums of the velocity-tracking errors over the running episode; device tensors, no host sync."""
-
-    def __init__(self, num_envs: int, device: str | torch.device) -> None:
-        self.num_envs, self.device = num_envs, device
-        self.reset()
-
-    def reset(self) -> None:
-        """Forget every running episode (reallocated, not zeroed in place: they may be inference tensors)."""
-        self.err_xy_sum, self.err_yaw_sum, self.steps = torch.zeros(3, self.num_envs, device=self.device)
-
-    def update(self, command: Tensor, velocity: Tensor, dones: Tensor, terminated: Tensor) -> Tensor:
-        """Success (bool, (num_envs,)) of episodes ended this step, then add this step's errors.
-
-        ``command``, ``velocity`` (after the step): (num_envs, 3), vx, vy (m/s), yaw rate (rad/s), base frame. A
-        finished env already shows its next episode: it is judged on the sums so far, which then restart at zero.
-        """
-        done = dones.bool()
-        good = self._good()
-        live = (~done).float()
-        self.err_xy_sum = (self.err_xy_sum + torch.linalg.norm(command[:, :2] - velocity[:, :2], dim=-1)) * live
-        self.err_yaw_sum = (self.err_yaw_sum + (command[:, 2] - velocity[:, 2]).abs()) * live
-        self.steps = (self.steps + 1.0) * live
-        return done & ~terminated.bool() & good
-
-    def on_track(self, min_steps: int) -> float | None:
-        """Of the envs at least ``min_steps`` control steps into their episode, the share whose mean errors so far
-        are under both thresholds: the success rule applied now (one host read). None: no env is that far in."""
-        running = self.steps >= min_steps
-        counts = torch.stack([running.sum(), (running & self._good()).sum()]).tolist()
-        return counts[1] / counts[0] if counts[0] else None
-
-    def _good(self) -> Tensor:
-        """Per env: the running episode's mean xy and yaw errors so far are under the thresholds."""
-        steps = self.steps.clamp(min=1.0)
-        return (self.err_xy_sum / steps < MAX_ERR_XY_MPS) & (self.err_yaw_sum / steps < MAX_ERR_YAW_RADPS)
 
 
 def _torch_view(array: Any) -> Tensor:

@@ -405,3 +405,8 @@ def params_differences(kind: str, ours: dict[str, Any], theirs: dict[str, Any]) 
         for path in sorted(set(a) | set(b))
         if path not in RUN_ONLY[kind] and a.get(path, missing) != b.get(path, missing)
     }
+
+
+def agent_device(device: str) -> str:
+    """The device as Isaac Lab's agent config names it: ``cuda`` is ``cuda:0`` (a worker sees its GPU as index 0)."""
+    return "cuda:0" if device == "cuda" else device
