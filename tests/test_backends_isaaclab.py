@@ -560,6 +560,19 @@ def test_saved_configs_are_compared_leaf_by_leaf_except_what_drives_the_run() ->
     assert ilc.params_differences("env", {"log_dir": None, "seed": 1}, {"log_dir": "/x", "seed": 2}) == {"seed": (1, 2)}
 
 
+def test_the_committed_gpu_pair_agrees_on_every_field() -> None:
+    """The configs a GPU trial of the Go2 task saved and those Isaac Lab's trainer saved from its exported line
+    (``benchmarks/isaaclab_fidelity.py pair``) are the same training: every leaf but the run's own."""
+    pair = ROOT / "benchmarks" / "data" / "isaaclab_fidelity"
+    for kind in ("agent", "env"):
+        ours, theirs = (ilc.read_params(pair / f"{side}_{kind}.yaml") for side in ("sweep", "isaaclab"))
+        assert ilc.params_differences(kind, ours, theirs) == {}
+    agent = ilc.read_params(pair / "sweep_agent.yaml")
+    assert agent["algorithm"]["entropy_coef"] == 0.01  # the Go2 task's own, not sweep's MJX default
+    assert agent["num_steps_per_env"] == 24 and agent["seed"] == 1
+    assert ilc.read_params(pair / "sweep_env.yaml")["scene"]["num_envs"] == 4096
+
+
 def test_saved_params_read_back_with_their_tuples_and_slices(tmp_path) -> None:
     data = {"std_range": (1e-6, 1e6), "ids": slice(None, None, None), "nested": {"empty": {}, "list": [1, 2]}}
     ilc.write_params(tmp_path / "params" / "agent.yaml", data)
