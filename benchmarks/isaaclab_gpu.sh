@@ -14,8 +14,8 @@
 #   calibrate  held-out success against env steps with this code (benchmarks/isaaclab_fidelity.py curve, new)
 #   old        the same config with the code in bench_old (its own agent config, the panel in the training scene)
 #   pair       a short sweep trial and its exported line in Isaac Lab's trainer: both saved agent/env configs
-#   sweep      python -m sweep.run space=go2_flat into $W/reports/$RUN_ID, resumed where a run folder was carried
-#              in DIR/run.tgz (a lease is shorter than the sweep); needs ray and optuna: the folders of
+#   sweep      python -m sweep.run space=go2_flat into $W/reports/$RUN_ID, resumed (resume=<folder>) where a run folder
+#              was carried in DIR/run.tgz (a lease is shorter than the sweep); needs ray and optuna: the folders of
 #              ../shared/tools/device-wheels.sh, sent with `wheels`, are installed into /tmp/site2 (after the Isaac
 #              Lab site on the path, so Isaac Lab's own pins win)
 #
@@ -46,9 +46,9 @@ run_jobs() {
              --env-steps "$OLD_STEPS" --out "$W/old.json" ;;
       pair) python3 benchmarks/isaaclab_fidelity.py pair --task "$TASK" --asset-root "$ASSETS" --num-envs 4096 \
               --horizon 24 --task-env '{}' --cap-s 60 --max-iterations 2 --out "$W/isaaclab_fidelity" ;;
-      sweep) resume=(); [ -d "$W/reports/$RUN_ID" ] && resume=(resume="$RUN_ID")
-             python3 -m sweep.run space=go2_flat backend_options.asset_root="$ASSETS" run_id="$RUN_ID" \
-               out="$W/reports" "${resume[@]}" & echo $! > "$W/driver"; wait ;;
+      sweep) args=(space=go2_flat backend_options.asset_root="$ASSETS" run_id="$RUN_ID" out="$W/reports")
+             [ -f "$W/reports/$RUN_ID/study.db" ] && args=(resume="$W/reports/$RUN_ID")
+             python3 -m sweep.run "${args[@]}" & echo $! > "$W/driver"; wait ;;
     esac
     echo "=== $job rc=$? at $(date -u +%T)"
   done
