@@ -51,11 +51,11 @@ def wait_rows(path: Path, predicate, timeout: float = 120.0) -> list[dict]:
     raise AssertionError(f"timed out waiting on {path}")
 
 
-def slow_space(tmp_path: Path, **over) -> Path:
-    """Replayed trials that take a few real seconds each (time_scale), so faults land mid-trial."""
+def slow_space(tmp_path: Path, time_scale: float = 0.05, **over) -> Path:
+    """Replayed trials that take a few real seconds each (``time_scale``), so faults land mid-trial."""
     path = space_file(tmp_path)
     data = yaml.safe_load(path.read_text())
-    data["backend_options"]["time_scale"] = 0.05
+    data["backend_options"]["time_scale"] = time_scale
     data["workers"]["num"] = 1
     data.update(over)
     path.write_text(yaml.safe_dump(data))
@@ -143,9 +143,10 @@ def test_ctrl_c_while_the_output_goes_through_a_pipe_still_writes_the_report(tmp
     out = tmp_path / "reports"
     err_path = tmp_path / "stderr.txt"
     tee = subprocess.Popen(["tee", str(tmp_path / "log")], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    space = slow_space(tmp_path, time_scale=0.1)  # slower trials: the study must still run when Ctrl-C lands
     with open(err_path, "w") as err_file:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "sweep.run", f"space={slow_space(tmp_path)}", "run_id=p", f"out={out}"],
+            [sys.executable, "-m", "sweep.run", f"space={space}", "run_id=p", f"out={out}"],
             cwd=tmp_path,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
             start_new_session=True,
@@ -157,8 +158,9 @@ def test_ctrl_c_while_the_output_goes_through_a_pipe_still_writes_the_report(tmp
     tee.send_signal(signal.SIGINT)
     tee.wait()
     os.killpg(proc.pid, signal.SIGINT)
-    assert proc.wait(timeout=120) == 130
+    code = proc.wait(timeout=120)
     err = err_path.read_text()
+    assert code == 130, err
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
     assert "raylet" not in err.lower() and "worker died" not in err.lower(), err  # no Ray paragraphs
     assert (out / "p" / "report.html").exists() and (out / "p" / "report.html").stat().st_size > 10_000
