@@ -48,7 +48,7 @@ run_jobs() {
               --horizon 24 --task-env '{}' --cap-s 60 --max-iterations 2 --out "$W/isaaclab_fidelity" ;;
       sweep) args=(space=go2_flat backend_options.asset_root="$ASSETS" run_id="$RUN_ID" out="$W/reports")
              [ -f "$W/reports/$RUN_ID/study.db" ] && args=(resume="$W/reports/$RUN_ID")
-             python3 -m sweep.run "${args[@]}" & echo $! > "$W/driver"; wait ;;
+             python3 -m sweep.run "${args[@]}" & echo $! > "$W/driver"; wait $! ;;
     esac
     echo "=== $job rc=$? at $(date -u +%T)"
   done
