@@ -13,6 +13,7 @@ import optuna
 import pytest
 import yaml
 
+from sweep.analysis.summary import usd_text
 from sweep.ledger import last_rows, metrics, read_rows
 from tests.helpers import ROOT, run_module
 from tests.replay_table import write_table
@@ -224,6 +225,6 @@ def test_a_run_with_a_confirmation_ends_with_the_baseline_comparison(tmp_path: P
     )
     assert "confirmation $" in study_cost
     assert payback.startswith(
-        f"payback: saves ${pay['saving_per_run_usd']:.4f} per training run on equal terms; the study pays for itself "
-        f"after {pay['runs_to_pay_back']:.1f} training runs"
+        f"payback: saves {usd_text(pay['saving_per_run_usd'])} per training run on equal terms; the study pays for "
+        f"itself after {pay['runs_to_pay_back']:.1f} training runs"
     )

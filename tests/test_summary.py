@@ -121,3 +121,9 @@ def test_a_ranking_of_trials_that_all_reached_at_their_first_checkpoint_says_how
     assert "target.eval_every_steps" in _card_html(s)
     fine = [*trial(0, 1), *trial(1, 3), *trial(2, 2)]
     assert summarize(fine).reached_first == 1 and "note:" not in run_text(summarize(fine))
+
+
+def test_a_saving_too_small_for_4_decimals_keeps_2_significant_digits() -> None:
+    assert summary.usd_text(0.0123) == "$0.0123" and summary.usd_text(0.0) == "$0.0000"
+    assert summary.usd_text(1.87e-5) == "$0.000019"  # not "$0.0000" beside "pays for itself after 368.6 runs"
+    assert summary.usd_text(2.3e-7) == "$0.00000023"

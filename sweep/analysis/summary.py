@@ -7,6 +7,7 @@ seeds, the recommendation and its payback are :mod:`sweep.analysis.evidence`'s.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -301,6 +302,14 @@ def study_text(s: Summary, pay: Payback | None) -> str:
     return text + f" ({phases + '; ' if phases else ''}{100 * s.pruned_failed_share:.1f}% on pruned and failed trials)"
 
 
+def usd_text(value: float) -> str:
+    """``value`` USD to 4 decimals, or to 2 significant digits where that would read $0.0000: a CPU run's saving per
+    training run can be a few millionths of a dollar, and the runs to pay it back are quoted beside it."""
+    if value == 0 or abs(value) >= 5e-5:
+        return f"${value:.4f}"
+    return f"${value:.{1 - math.floor(math.log10(abs(value)))}f}"
+
+
 def payback_text(rec: Recommendation, pay: Payback) -> str:
     """The saving per training run and the runs after which the study has paid for itself, or why there are none."""
     if not pay.compared or pay.saving_per_run_usd is None:
@@ -310,12 +319,12 @@ def payback_text(rec: Recommendation, pay: Payback) -> str:
     low = pay.baseline_is_lower_bound
     if pay.runs_to_pay_back is None:
         return (
-            f"none: the recommended config costs ${-pay.saving_per_run_usd:.4f} more per training run than the "
+            f"none: the recommended config costs {usd_text(-pay.saving_per_run_usd)} more per training run than the "
             "baseline on equal terms"
         )
     text = (
-        f"saves {'>= ' if low else ''}${pay.saving_per_run_usd:.4f} per training run on equal terms; the study pays "
-        f"for itself after {'<= ' if low else ''}{pay.runs_to_pay_back:.1f} training runs"
+        f"saves {'>= ' if low else ''}{usd_text(pay.saving_per_run_usd)} per training run on equal terms; the study "
+        f"pays for itself after {'<= ' if low else ''}{pay.runs_to_pay_back:.1f} training runs"
     )
     vs = rec.vs_baseline
     if vs is not None and vs.hi is not None and vs.hi >= 1.0:
