@@ -51,11 +51,11 @@ def wait_rows(path: Path, predicate, timeout: float = 120.0) -> list[dict]:
     raise AssertionError(f"timed out waiting on {path}")
 
 
-def slow_space(tmp_path: Path, time_scale: float = 0.05, **over) -> Path:
-    """Replayed trials that take a few real seconds each (``time_scale``), so faults land mid-trial."""
+def slow_space(tmp_path: Path, **over) -> Path:
+    """Replayed trials that take a few real seconds each (time_scale), so faults land mid-trial."""
     path = space_file(tmp_path)
     data = yaml.safe_load(path.read_text())
-    data["backend_options"]["time_scale"] = time_scale
+    data["backend_options"]["time_scale"] = 0.05
     data["workers"]["num"] = 1
     data.update(over)
     path.write_text(yaml.safe_dump(data))
@@ -142,11 +142,17 @@ def test_ctrl_c_while_the_output_goes_through_a_pipe_still_writes_the_report(tmp
     """``sweep.run ... | tee log`` and Ctrl-C: the same SIGINT ends tee, so stdout is a broken pipe."""
     out = tmp_path / "reports"
     err_path = tmp_path / "stderr.txt"
-    tee = subprocess.Popen(["tee", str(tmp_path / "log")], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
-    space = slow_space(tmp_path, time_scale=0.1)  # slower trials: the study must still run when Ctrl-C lands
+    # tee as in a terminal, where Ctrl-C ends it: SIGINT at its default even where this suite runs with it ignored
+    # (a background job), or tee would outlive the signal and the study would end on its own before the Ctrl-C
+    tee = subprocess.Popen(
+        ["tee", str(tmp_path / "log")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     with open(err_path, "w") as err_file:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "sweep.run", f"space={space}", "run_id=p", f"out={out}"],
+            [sys.executable, "-m", "sweep.run", f"space={slow_space(tmp_path)}", "run_id=p", f"out={out}"],
             cwd=tmp_path,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
             start_new_session=True,
