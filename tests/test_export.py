@@ -16,6 +16,7 @@ import yaml
 from sweep.backends.replay import replay_trial
 from sweep.contract import TrialConfig
 from sweep.ledger import LedgerWriter, last_rows, read_rows
+from sweep.params import trial_params
 from sweep.report import export
 from tests.helpers import run_module
 from tests.replay_table import write_table
@@ -72,6 +73,12 @@ def test_the_agent_section_carries_the_flags_that_act_through_it() -> None:
     assert fast["check_for_nan"] is False and fast["algorithm"]["use_mixed_precision"] is True
     assert fast["algorithm"]["class_name"] == "sweep.perf.ppo:FastPPO"
     assert fast["algorithm"]["perf_flags"]["fast_finite_check"] is True
+
+
+def test_a_folder_without_its_study_reads_the_config_back_from_the_ledger_mode_included() -> None:
+    cfg = TrialConfig(num_envs=64, num_steps_per_env=8, mode="stock", seed=3, flags={"fused_optimizer": True})
+    back = export._config_from_params({"params": trial_params(cfg), "seed": 3})
+    assert back.mode == "stock" and back.seed == 3 and trial_params(back) == trial_params(cfg)
 
 
 def test_no_yaml_when_nothing_reached(tmp_path: Path) -> None:

@@ -252,19 +252,22 @@ def _trial_config(run_dir: Path, trial: int) -> dict[str, Any] | None:
 
 
 def _config_from_params(row: dict) -> Any:
+    """A run folder without the dispatched config (older studies): the trial's config from its ledger params, mode
+    (``stock`` for a stock-rsl-rl baseline) included."""
     from sweep.contract import TrialConfig
-    from sweep.params import named_flags
+    from sweep.params import TrialParams
 
-    p = row["params"]
+    p, knobs = row["params"], TrialParams.of(row["params"])
     return TrialConfig(
         backend=p["backend"],
         profile=p["profile"],
-        num_envs=p["num_envs"],
-        num_steps_per_env=p["num_steps_per_env"],
-        num_mini_batches=p["num_mini_batches"],
-        num_learning_epochs=p["num_learning_epochs"],
+        num_envs=knobs.num_envs,
+        num_steps_per_env=knobs.num_steps_per_env,
+        num_mini_batches=knobs.num_mini_batches,
+        num_learning_epochs=knobs.num_learning_epochs,
+        mode=knobs.mode,
         seed=row.get("seed", 1),
-        flags=named_flags(p),
+        flags=dict(knobs.flags),
     )
 
 
