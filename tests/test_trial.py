@@ -43,7 +43,7 @@ def cli(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProc
 def test_bad_arguments_fail_with_one_line_naming_the_key(arg: str, key: str, tmp_path: Path) -> None:
     proc = cli(arg, f"out={tmp_path / 'run'}", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if line.strip() and not line.startswith("Failed to import")]
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and key in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "run" / "ledger.jsonl").exists()  # nothing ran
