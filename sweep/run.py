@@ -60,7 +60,7 @@ def prepare(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool]:
                 f"resume={resume}: not a sweep run folder (needs config.yaml and study.db); "
                 "give a folder under reports/ written by sweep.run"
             )
-        saved = config_mod.read_yaml(run_dir / "config.yaml")
+        saved = config_mod.saved_config(config_mod.read_yaml(run_dir / "config.yaml"))
         saved.pop(SPACE_HASH, None)  # a record of the space file, not a setting
         fixed = sorted(k for k in overrides if not any(k == ok or k.startswith(ok + ".") for ok in RESUME_OVERRIDABLE))
         if fixed:
