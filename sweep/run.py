@@ -162,6 +162,7 @@ def resolve_runtime(cfg: config_mod.RunConfig, has_gpu: bool) -> tuple[str, Any,
 
     from sweep import prices
     from sweep.backends import get_backend
+    from sweep.contract import success_rule
 
     profile = cfg.profile if cfg.profile != "auto" else ("gpu" if has_gpu else "cpu")
     gpu = cfg.price.gpu
@@ -174,7 +175,7 @@ def resolve_runtime(cfg: config_mod.RunConfig, has_gpu: bool) -> tuple[str, Any,
         raise ConfigError(f"{cfg.space}: device: '{cfg.device}' is not a device; use auto, cpu, cuda or cuda:N")
     if cfg.workers.address is None:  # a cluster's workers may have what this driver lacks
         check_imports(("sweep.trial", *backend.requires), who=f"the trials of backend {cfg.backend}")
-        backend.preflight(profile, cfg.backend_options)
+        backend.preflight(profile, cfg.backend_options, success_rule(cfg.target))
         slots = torch.cuda.device_count() if has_gpu else os.cpu_count() or 1
         if not has_gpu and cfg.workers.cpus_per_trial > slots:
             raise ConfigError(
