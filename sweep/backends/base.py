@@ -183,6 +183,11 @@ class Backend(ABC):
         ``success``, the rule's keys that are set, :func:`sweep.contract.success_rule`); by default the install."""
         self.check_installed()
 
+    def starter_space(self, profile: str, options: dict[str, Any], success: dict[str, str] | None = None) -> str:
+        """A search space file's text for ``profile``, written from what its task registers (``sweep init``); a
+        backend whose tasks are all its own has none."""
+        raise ConfigError(f"backend={self.name}: sweep init writes spaces for Isaac Lab tasks (backend=isaaclab)")
+
     def success_text(self, cfg: Any) -> str:
         """The success rule a trial of ``cfg`` (a TrialConfig) is judged by, in words: :attr:`success_rule` unless the
         backend takes a task's own rule."""

@@ -425,6 +425,32 @@ class IsaacLab(Backend):
                     f"there:\n{lines}\nput them under the root (same relative paths as Isaac Lab's asset server)"
                 )
 
+    def starter_space(self, profile: str, options: dict[str, Any], success: dict[str, str] | None = None) -> str:
+        """The starter space of ``profile`` (:mod:`sweep.backends.isaaclab.starter`) from its registered configs, the
+        modules of ``options['tasks_module']`` imported first; a rule given (``success``) is checked against the task,
+        none is left for the user to name where the task has no velocity command."""
+        import gymnasium as gym
+
+        from sweep.backends.isaaclab.starter import starter_space
+
+        self.check_installed()
+        knobs = check_knobs({k: v for k, v in options.items() if k in KNOBS})
+        use_asset_root(knobs.get("asset_root"))
+        preset = knobs.get("physics_preset", DEFAULT_PRESET)
+        modules = tasks_modules(knobs)
+        task, env_cfg, agent_cfg = _task_configs(profile, [f"presets={preset}"], modules)
+        check_physics(env_cfg, preset)
+        spec = gym.spec(task)
+        facts = task_facts(task, spec.entry_point, env_cfg)
+        if success:
+            resolve_success(facts, success)
+        entries = (str(spec.kwargs["env_cfg_entry_point"]), str(spec.kwargs["rsl_rl_cfg_entry_point"]))
+        mini_batches = int(agent_cfg.algorithm.num_mini_batches)
+        horizon = int(agent_cfg.num_steps_per_env)
+        return starter_space(
+            facts, int(env_cfg.scene.num_envs), horizon, mini_batches, modules, dict(success or {}), entries
+        )
+
     def make_env(self, num_envs: int, seed: int, device: str, profile: str, **knobs: object) -> IsaacLabEnv:
         """The process's training scene; knobs from ``backend_options``. A second live scene in one process is an
         error (Isaac Lab hosts one simulation per process)."""
