@@ -742,14 +742,9 @@ def test_the_fields_sweep_takes_for_isaac_labs_are_declared_by_its_config_classe
 
 
 @pytest.fixture(scope="module")
-def asset_root(tmp_path_factory) -> str:
-    """One asset root with the ANYmal stand-in (tests/isaaclab_standin.py) and the real Go2 (tests/isaaclab_go2.py), set
-    for this process before Isaac Lab is imported (it reads the root once)."""
-    from tests import isaaclab_go2
-
-    root = str(isaaclab_go2.write_asset_root(standin.write_asset_root(tmp_path_factory.mktemp("isaac-assets"))))
-    il.use_asset_root(root)
-    return root
+def asset_root(isaac_asset_root) -> str:
+    """The session's asset root (tests/conftest.py): the ANYmal stand-in and the real Go2, set for this process."""
+    return isaac_asset_root
 
 
 #: A CPU-sized flat ANYmal: 1 s episodes (50 control steps) so that a held-out pass ends in seconds.
