@@ -37,6 +37,9 @@ EXIT_ALL_FAILED = 1
 
 #: The key of config.yaml that records the SHA-256 of the space file the run was composed from.
 SPACE_HASH = "space_sha256"
+#: The key of config.yaml that records, in words, the success rule its trials are judged by (the backend's own, or
+#: the task's that target.success_term / target.success_fn name).
+SUCCESS_RULE = "success_rule"
 
 #: Top-level keys a resumed run may change (the study's space, target and seeds stay as they were).
 RESUME_OVERRIDABLE = ("budget", "price", "workers", "search.prune", "checkpoints")
@@ -61,7 +64,8 @@ def prepare(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool]:
                 "give a folder under reports/ written by sweep.run"
             )
         saved = config_mod.read_yaml(run_dir / "config.yaml")
-        saved.pop(SPACE_HASH, None)  # a record of the space file, not a setting
+        saved.pop(SPACE_HASH, None)  # records of the space file and of the rule, not settings
+        saved.pop(SUCCESS_RULE, None)
         fixed = sorted(k for k in overrides if not any(k == ok or k.startswith(ok + ".") for ok in RESUME_OVERRIDABLE))
         if fixed:
             raise ConfigError(
@@ -217,6 +221,9 @@ def main(argv: list[str]) -> int:
         make_run_dir(cfg, run_dir)
     # On resume too: a raised budget must be what the report and the next resume read.
     record = recorded_space(run_dir) if resuming else space_record(cfg.space)
+    from sweep.backends import get_backend
+
+    record[SUCCESS_RULE] = get_backend(cfg.backend).success_text(cfg.target)
     (run_dir / "config.yaml").write_text(yaml.safe_dump({**asdict(cfg), **record}, sort_keys=False))
     safe_print(
         f"sweep: run {run_dir} | space {record['space']} | backend {cfg.backend} profile {profile} | "

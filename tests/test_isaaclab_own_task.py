@@ -350,7 +350,8 @@ def test_a_sweep_of_the_projects_direct_task_judged_by_its_function_recommends_a
         "source": f"target.success_fn={STOOD}",
     }
     assert doc["trial"]["success_fn"] == STOOD and doc["agent"]["experiment_name"] == "mydog_stand"
-    assert yaml.safe_load((tmp_path / "own" / "config.yaml").read_text())["target"]["success_fn"] == STOOD
+    recorded = yaml.safe_load((tmp_path / "own" / "config.yaml").read_text())
+    assert recorded["target"]["success_fn"] == STOOD and recorded["success_rule"] == doc["task"]["success_rule"]
 
 
 #: One real trial of the stand task on CPU: 16 envs, 1 s episodes, a held-out pass every 2 iterations.
