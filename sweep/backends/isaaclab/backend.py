@@ -381,7 +381,8 @@ class IsaacLab(Backend):
     name = "isaaclab"
     success_rule = (
         "no termination other than the time-out (no fall) and per-step mean velocity-command tracking errors below "
-        f"{MAX_ERR_XY_MPS} m/s (xy) and {MAX_ERR_YAW_RADPS} rad/s (yaw), as Isaac Lab 3.0's success metric"
+        f"the command's own success thresholds ({MAX_ERR_XY_MPS} m/s xy and {MAX_ERR_YAW_RADPS} rad/s yaw in Isaac Lab "
+        "3.0's quadruped tasks), as Isaac Lab 3.0's success metric"
     )
     knobs = KNOBS
     success_keys = ("success_term", "success_fn")
