@@ -395,3 +395,31 @@ def test_a_trial_whose_rule_cannot_measure_training_or_raises_ends_failed_naming
     assert rows and rows[-1]["state"] == "failed", (proc.stdout + proc.stderr)[-3000:]
     assert reason in rows[-1]["reason"], rows[-1]["reason"]
     assert not any(r["state"] == "running" and r["success"] is not None for r in rows)  # no pass was counted
+
+
+@pytest.mark.isaaclab
+@needs_isaaclab
+def test_an_installed_project_registers_its_tasks_through_its_entry_point(tmp_path) -> None:
+    # what `pip install` of the project leaves for importlib.metadata: its distribution and its isaaclab.tasks entry
+    # point (tests/own_project/pyproject.toml), and the package on the path
+    dist = tmp_path / "mydog-0.1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: mydog\nVersion: 0.1.0\n")
+    (dist / "entry_points.txt").write_text("[isaaclab.tasks]\nmydog = mydog.tasks\n")
+    check = (
+        "from sweep.backends import get_backend; "
+        f"get_backend('isaaclab').preflight('{WALK}', {{}}, {{}}); print('registered')"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(ROOT), str(SRC), str(tmp_path)))}
+    proc = subprocess.run(
+        [sys.executable, "-c", check], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env
+    )
+    assert proc.returncode == 0 and "registered" in proc.stdout, proc.stderr[-3000:]  # no tasks_module needed
+    cfg = TrialConfig(backend="isaaclab", profile=WALK)
+    assert (
+        get_backend("isaaclab")
+        .export_section(cfg, {})["isaaclab"]["command"]
+        .startswith(
+            f"python -m isaaclab train --rl_library rsl_rl --task {WALK} "  # Isaac Lab's trainer finds it the same way
+        )
+    )
