@@ -423,3 +423,25 @@ def test_an_installed_project_registers_its_tasks_through_its_entry_point(tmp_pa
             f"python -m isaaclab train --rl_library rsl_rl --task {WALK} "  # Isaac Lab's trainer finds it the same way
         )
     )
+
+
+@pytest.mark.isaaclab
+@pytest.mark.slow
+@needs_isaaclab
+def test_a_termination_term_judges_the_episodes_of_a_real_manager_based_task(isaac_asset_root, monkeypatch) -> None:
+    monkeypatch.syspath_prepend(str(SRC))
+    knobs = {"tasks_module": MODULE, "env": {"episode_length_s": 0.5}, "asset_root": isaac_asset_root}
+    env = get_backend("isaaclab").make_env(8, 1, "cpu", WALK, success={"success_term": "time_out"}, **knobs)
+    try:
+        terms = env.wrapper.unwrapped.termination_manager
+        assert env.success == SuccessSpec("term", "time_out") and env.max_episode_length == 25
+        judged = torch.zeros(8, dtype=torch.bool)
+        with torch.inference_mode():
+            for _ in range(env.max_episode_length):
+                _, _, dones, extras = env.step(torch.zeros(8, env.num_actions))
+                # read after step returns, through the reset: success is exactly "ended by the time-out term"
+                assert torch.equal(extras["success"], dones.bool() & terms.get_term("time_out"))
+                judged |= extras["success"]
+        assert judged.any()  # the episodes that lasted 0.5 s ended by time-out: successes
+    finally:
+        env.close()
