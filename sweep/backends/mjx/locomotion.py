@@ -288,7 +288,7 @@ class MjxLocomotion(Backend):
     def control_dt_s(self, profile: str) -> float:
         return PHYSICS_DT_S * SUBSTEPS
 
-    def preflight(self, profile: str, options: dict[str, Any]) -> None:
+    def preflight(self, profile: str, options: dict[str, Any], success: dict[str, str] | None = None) -> None:
         """Say once, on stderr, when the installed mujoco is not the tested one (the task may train differently)."""
         note = untested_mujoco()
         if note:
