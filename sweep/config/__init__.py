@@ -16,8 +16,10 @@ from sweep.config.schema import (
     Target,
     Workers,
 )
+from sweep.config.searchers import SEARCHERS, searcher_target
 
 __all__ = [
+    "SEARCHERS",
     "Baseline",
     "Budget",
     "Confirm",
@@ -34,6 +36,7 @@ __all__ = [
     "load",
     "nested",
     "read_yaml",
+    "searcher_target",
     "spaces_dir",
     "structured",
 ]
