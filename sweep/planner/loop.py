@@ -102,9 +102,17 @@ class Planner:
         self.searcher = searchers.build(cfg)
         """What proposes the search's configs (``search.sampler``, :mod:`sweep.planner.searchers`)."""
         self.view = searchers.SearchView(
-            cfg, self.rows, self.running, self.unrun, self.tried, self.accounts, self.feasible, profile, control_dt_s,
-            price.memory_gib,
-        )  # fmt: skip
+            cfg=cfg,
+            rows=self.rows,
+            running=self.running,
+            unrun=self.unrun,
+            tried=self.tried,
+            accounts=self.accounts,
+            feasible=self.feasible,
+            profile=profile,
+            control_dt_s=control_dt_s,
+            memory_gib=price.memory_gib,
+        )
         """The study as the searcher reads it: the planner's own containers."""
         self.baseline_params = (
             trial_params(space.trial_config(space.baseline_params(cfg), cfg, profile, cfg.seeds.training, 1.0))
@@ -292,7 +300,7 @@ class Planner:
         trial.set_user_attr("node", node)
 
     def _start_confirmations(self, study: Any) -> None:
-        """Start the confirmation's next trials (:class:`sweep.planner.confirm.Phase`) while slots and budget allow: not
+        """Start the confirmation's next trials (:class:`sweep.planner.confirm.Confirmation`) while slots and budget allow: not
         pruned on cost, capped at the per-trial cap only, the whole budget theirs."""
 
         while self.pool.idle() > 0 and self.phase.now is Phase.CONFIRMATION:
