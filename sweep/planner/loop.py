@@ -300,8 +300,8 @@ class Planner:
         trial.set_user_attr("node", node)
 
     def _start_confirmations(self, study: Any) -> None:
-        """Start the confirmation's next trials (:class:`sweep.planner.confirm.Confirmation`) while slots and budget allow: not
-        pruned on cost, capped at the per-trial cap only, the whole budget theirs."""
+        """Start the confirmation's next trials (:class:`sweep.planner.confirm.Confirmation`) while slots and budget
+        allow: not pruned on cost, capped at the per-trial cap only, the whole budget theirs."""
 
         while self.pool.idle() > 0 and self.phase.now is Phase.CONFIRMATION:
             number = len(study.get_trials(deepcopy=False))  # the number the new trial gets
