@@ -48,7 +48,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_runtest_teardown(item: pytest.Item) -> None:
-    call_s, _ = _cost_s.get(item.nodeid, (0.0, False))
+    if item.nodeid not in _cost_s:  # skipped before its call: nothing measured
+        return
+    call_s, _ = _cost_s[item.nodeid]
     fixtures_s = sum(_fixture_s.get(name, 0.0) for name in getattr(item, "fixturenames", ()))
     _cost_s[item.nodeid] = (call_s + fixtures_s, item.get_closest_marker("slow") is not None)
 
