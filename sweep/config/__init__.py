@@ -4,6 +4,7 @@ compute and names the file or the command line and the key."""
 
 from sweep.config.compose import compose, find_space, load, nested, read_yaml, spaces_dir, structured
 from sweep.config.schema import (
+    KNOB_NAMES,
     Baseline,
     Budget,
     Confirm,
@@ -18,6 +19,7 @@ from sweep.config.schema import (
 )
 
 __all__ = [
+    "KNOB_NAMES",
     "Baseline",
     "Budget",
     "Confirm",
