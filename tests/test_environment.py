@@ -127,11 +127,11 @@ def test_the_same_failure_in_a_row_stops_the_study_says_why_and_exits_non_zero(t
     proc = main_command(tmp_path, env, "knobs.num_envs=[32,64]", "knobs.num_steps_per_env=[8,16]", "search.initial=[]")
     assert proc.returncode == run_mod.EXIT_ALL_FAILED, proc.stderr[-2000:]
     run_dir = tmp_path / "reports" / "r"
-    from sweep.ledger import last_rows, read_rows
+    from sweep.ledger import LedgerView, read_rows
 
-    ends = last_rows(read_rows(run_dir / "ledger.jsonl"))
-    assert len(ends) == SAME_FAILURE_STOP and {r["state"] for r in ends.values()} == {"failed"}
-    reason = next(iter(ends.values()))["reason"]
+    ends = LedgerView(read_rows(run_dir / "ledger.jsonl")).last
+    assert len(ends) == SAME_FAILURE_STOP and {r.state for r in ends.values()} == {"failed"}
+    reason = next(iter(ends.values())).reason
     assert "flatbuffers" in reason
     assert f"{SAME_FAILURE_STOP} trials in a row failed the same way" in proc.stderr
     failures = [line for line in proc.stdout.splitlines() if line.startswith("failures:")]

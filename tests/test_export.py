@@ -15,7 +15,7 @@ import yaml
 
 from sweep.backends.replay import replay_trial
 from sweep.contract import TrialConfig
-from sweep.ledger import LedgerWriter, last_rows, read_rows
+from sweep.ledger import LedgerView, LedgerWriter, read_rows
 from sweep.params import trial_params
 from sweep.report import export
 from tests.helpers import run_module
@@ -110,12 +110,12 @@ def trained_batch(alg) -> tuple[torch.Tensor, torch.Tensor]:
 def test_recommended_points_to_the_checkpoint_that_reached_the_target(reached_run) -> None:
     run_dir, _ = reached_run
     doc = yaml.safe_load(export.write(run_dir).read_text())
-    end = last_rows(read_rows(run_dir / "ledger.jsonl"))[3]
-    assert end["state"] == "reached" and end["checkpoint"] == "trials/0003/checkpoint.pt"
+    end = LedgerView(read_rows(run_dir / "ledger.jsonl")).last[3]
+    assert end.state == "reached" and end.checkpoint == "trials/0003/checkpoint.pt"
     ckpt = doc["checkpoint"]
-    assert ckpt["path"] == end["checkpoint"] and (run_dir / ckpt["path"]).is_file()
-    assert ckpt["held_out_success"] == end["success"] >= 0.05
-    assert ckpt["success_ci95"] == [end["success_lo"], end["success_hi"]] and ckpt["iteration"] == end["iteration"]
+    assert ckpt["path"] == end.checkpoint and (run_dir / ckpt["path"]).is_file()
+    assert ckpt["held_out_success"] == end.success >= 0.05
+    assert ckpt["success_ci95"] == [end.success_lo, end.success_hi] and ckpt["iteration"] == end.iteration
     meta = json.loads((run_dir / "trials" / "0003" / "checkpoint.json").read_text())
     assert meta["reached"] and meta["trial"] == 3
     for key in ("iteration", "env_steps", "success", "success_lo", "success_hi"):  # the row it belongs to
