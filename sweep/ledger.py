@@ -7,8 +7,8 @@ rows by :func:`metrics`, the one place where the same-denominator rule lives:
 - throughput (env steps/s) = env_steps / training seconds (sim + policy + learn);
 - wall-clock (s) = billable seconds: every phase, startup to checkpoint, plus unattributed time;
 - USD = billable seconds x price, for every trial (pruned and failed included);
-- equal terms (``race_*``) = the same without the one-time start-up and compilation (:data:`ONE_TIME_PHASES`):
-  what the pruner and the ranking compare, while the bill and the budget count every second.
+- equal terms (``race_*``) = the same without the one-time start-up and compilation (``ONE_TIME_PHASES``): what
+  the pruner and the ranking compare, while the bill and the budget count every second.
 
 A :class:`LedgerView` holds a ledger's rows with each trial's latest row, and keeps what is derived from them until
 the next row arrives: the planner, the analysis and the report read one view.
@@ -27,32 +27,9 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
-from sweep.contract import ONE_TIME_PHASES, one_time_s
+from sweep.contract import one_time_s
 from sweep.prices import usd
 from sweep.record import PHASES, EndCause, PhaseSeconds, Progress, Row, TrialState
-
-__all__ = [
-    "ONE_TIME_PHASES",
-    "PHASES",
-    "PROGRESS_FIELDS",
-    "TRAINING_PHASES",
-    "LedgerView",
-    "LedgerWriter",
-    "Metrics",
-    "PhaseClock",
-    "PhaseSeconds",
-    "Progress",
-    "Row",
-    "StudyFigures",
-    "TrialRows",
-    "bottleneck",
-    "end_label",
-    "frame",
-    "metrics",
-    "read_rows",
-    "repair",
-    "summary_figures",
-]
 
 TRAINING_PHASES = ("sim", "policy", "learn")
 #: Peak device memory above this share of capacity labels a trial memory-bound.
