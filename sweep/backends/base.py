@@ -198,10 +198,8 @@ class Backend(ABC):
         """Order-of-magnitude device memory of a config (GiB): the simulator's training and held-out envs and the
         rollout storage, by the embedded task's measured sizes unless a backend knows its own. The planner marks
         configs that would not fit as infeasible, nothing run."""
-        total = (
-            num_envs + eval_episodes
-        ) * SIM_BYTES_PER_ENV + num_envs * num_steps_per_env * STORAGE_BYTES_PER_ENV_STEP
-        return total / 2**30
+        sim = (num_envs + eval_episodes) * SIM_BYTES_PER_ENV
+        return (sim + num_envs * num_steps_per_env * STORAGE_BYTES_PER_ENV_STEP) / 2**30
 
     def trial_runner(self) -> TrialRunner | None:
         """The runner of this backend's trials when they are not simulated by :func:`sweep.trial.runner.run_trial`
@@ -211,7 +209,7 @@ class Backend(ABC):
     def export_section(self, cfg: Any, agent_cfg: dict[str, Any]) -> dict[str, Any]:
         """What ``recommended.yaml`` holds for this backend besides the common sections, from the trial's config and
         the rsl-rl ``agent_cfg`` it trained with: top-level keys, which may replace ``agent`` with what the backend's
-        own trainer reads. None by default."""
+        own trainer reads. Nothing by default."""
         return {}
 
     def trainer_command(self, doc: dict[str, Any]) -> str | None:

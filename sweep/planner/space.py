@@ -89,7 +89,7 @@ def violations(
     period = int(params["num_steps_per_env"]) * control_dt_s
     out = {"update_period_s": period - cfg.constraints.max_update_period_s}
     if memory_gib:
-        from sweep.backends import get_backend  # the backend's memory model; its module is imported once, here
+        from sweep.backends import get_backend  # imports torch: only where the device's memory is known
 
         estimate = get_backend(cfg.backend).memory_gib(
             int(params["num_envs"]), int(params["num_steps_per_env"]), cfg.target.eval_episodes
