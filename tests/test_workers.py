@@ -49,7 +49,7 @@ def test_the_driver_wakes_as_soon_as_a_worker_reports_a_row() -> None:
         pool.wait_rows(0.01)  # nothing reported: back at the timeout
         waiter = threading.Thread(target=pool.wait_rows, args=(90.0,), daemon=True)
         waiter.start()
-        ray.get(pool.hub.report.remote({"trial": 0, "state": "capped", "billable_s": 1.0}))
+        ray.get(pool.hub.report.remote(Row.of({"trial": 0, "state": "capped", "billable_s": 1.0})))
         waiter.join(45.0)
         assert not waiter.is_alive(), "the driver slept through a reported row"
         assert [r.trial for r in pool.drain_rows()] == [0]
