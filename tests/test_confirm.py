@@ -30,7 +30,11 @@ def make_cfg(tmp_path: Path, costs: dict, compile_s: float = 0.0, **over) -> con
     data = {
         "backend": "replay",
         "profile": "recorded",
-        "backend_options": {"table": str(write_seeded_table(tmp_path / "table.json", costs, compile_s))},
+        # each trial replays the recording of its own seed: the scenarios below are written per seed
+        "backend_options": {
+            "table": str(write_seeded_table(tmp_path / "table.json", costs, compile_s)),
+            "draw": "seed",
+        },
         "knobs": {"num_envs": [64, 128], "num_steps_per_env": [8, 16], "num_mini_batches": [4]},
         "target": {"success": 0.9, "eval_episodes": 16, "eval_every_steps": 80},
         "budget": {"usd": 1000.0, "trial_usd": 100.0, "max_trials": 4},
@@ -41,7 +45,8 @@ def make_cfg(tmp_path: Path, costs: dict, compile_s: float = 0.0, **over) -> con
             "initial": [{"num_envs": e, "num_steps_per_env": h} for e, h in (A, B, C, D)],
         },
         "run_id": "t",
-        "confirm": {"seeds": 3, "top": 2, "baseline": {"num_envs": D[0], "num_steps_per_env": D[1]}},
+        # the table records this package's loop only: a baseline in its mode, which the search can run too
+        "confirm": {"seeds": 3, "top": 2, "baseline": {"num_envs": D[0], "num_steps_per_env": D[1], "mode": "sweep"}},
     }
     return validation.validate(config.compose(data, over, "test", has_gpu=False))
 

@@ -188,7 +188,8 @@ def test_bad_spaces_are_rejected_before_any_trial(over: dict, key: str, tmp_path
 
 
 def test_a_run_with_a_confirmation_ends_with_the_baseline_comparison(tmp_path: Path) -> None:
-    confirm = {"seeds": 2, "top": 1, "baseline": {"num_envs": 64, "num_steps_per_env": 16}}
+    # the table records this package's loop only: a baseline in its mode
+    confirm = {"seeds": 2, "top": 1, "baseline": {"num_envs": 64, "num_steps_per_env": 16, "mode": "sweep"}}
     path = space_file(tmp_path, confirm=confirm)
     proc = run(f"space={path}", "run_id=c1", "budget.max_trials=3", f"out={tmp_path / 'reports'}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr

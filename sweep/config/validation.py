@@ -58,6 +58,10 @@ def _related(a: str, b: str) -> bool:
     return a == b or a.startswith(b + ".") or b.startswith(a + ".")
 
 
+#: How a baseline trains (``confirm.baseline.mode``): rsl-rl's own runner, or this package's loop.
+BASELINE_MODES = ("stock", "sweep")
+
+
 def confirm_trials(confirm: Confirm) -> int:
     """The most trials a confirmation phase runs: each finalist (the candidates and the baseline) up to its seeds."""
     return (confirm.top + 1) * confirm.seeds if confirm.enabled else 0
@@ -82,8 +86,29 @@ def _validate_confirm(cfg: RunConfig) -> None:
         value = getattr(c.baseline, key)
         if value is not None and value <= 0:
             raise ConfigError(f"{where}: confirm.baseline.{key}: must be a positive integer (got {value})")
-    perf.resolve(dict(c.baseline.flags), key=f"{where}: confirm.baseline.flags")
+    flags = perf.resolve(dict(c.baseline.flags), key=f"{where}: confirm.baseline.flags")
+    if c.baseline.mode not in BASELINE_MODES:
+        raise ConfigError(
+            f"{where}: confirm.baseline.mode: must be one of {list(BASELINE_MODES)} (got {c.baseline.mode!r}): "
+            "'stock' trains with rsl-rl's own runner, 'sweep' with this package's loop"
+        )
+    changed = [n for n in c.baseline.flags if flags[n] != perf.CATALOG[n].default and n not in perf.STOCK_FLAGS]
+    if c.baseline.mode == "stock" and changed:
+        raise ConfigError(
+            f"{where}: confirm.baseline.flags.{changed[0]}: a stock baseline trains with rsl-rl's own runner, "
+            f"unchanged, and this flag changes its training; drop it, or set confirm.baseline.mode=sweep to compare "
+            "with this package's loop"
+        )
+    runs = cfg.budget.runs
+    if runs is not None and not runs > 0:
+        raise ConfigError(f"{where}: budget.runs: must be > 0 baseline runs, or null for no cap in runs (got {runs})")
     if not c.enabled:
+        if runs is not None:
+            raise ConfigError(
+                f"{where}: budget.runs: a budget in baseline runs needs the baseline measured, which the confirmation "
+                f"does (confirm.seeds {c.seeds}); set confirm.seeds above 1, or budget.runs=null and budget.usd",
+                keys=("confirm.seeds",),
+            )
         return
     if cfg.search.intensify >= c.seeds:
         # a finalist the search already ran on every seed would get no confirmation trial, and rank as unconfirmed

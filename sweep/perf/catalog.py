@@ -151,6 +151,9 @@ UPDATE_FLAGS = (
 )
 #: Flags that the backend applies.
 BACKEND_FLAGS = ("buffer_donation",)
+#: Flags a stock run (rsl-rl's own runner, unchanged) may carry: they act on the simulator's compilation alone, which
+#: is one-time and left out of every comparison on equal terms, never on what is trained or how.
+STOCK_FLAGS = ("compile_cache",)
 
 
 def resolve(flags: Mapping[str, Any] | None, key: str = "flags") -> dict[str, Any]:

@@ -144,14 +144,24 @@ class Planner:
                 self._stop_running(study, "interrupted by the user (Ctrl-C); billed up to the stop")
                 raise
             finally:
+                study_store.record_end(study, self.why_ended())
                 self.progress(self.status())
         return study
+
+    def why_ended(self) -> str:
+        """Why the study ended (or, while it runs, why it is ending): the search's end, then the confirmation's, then
+        a stop (budget spent, Ctrl-C); '' while it goes on."""
+        return "; ".join(dict.fromkeys(x for x in (self.closed, self.confirmation.done, self.stopping) if x))
 
     def _measured(self) -> set[tuple]:
         """The configs of the ledger's ended trials that ran, less those cut short through no doing of their config
         (the driver died, the study's end): those measured nothing, so their config may run again."""
         ends = last_rows(self.rows).items()
-        return {TrialParams.identity(r["params"]) for t, r in ends if t not in self.unrun and not ended_by_study(r)}
+        return {
+            TrialParams.identity(r["params"])
+            for t, r in ends
+            if t not in self.unrun and not ended_by_study(r) and _in_space(r["params"])
+        }
 
     def status(self) -> Status:
         """The study now, for the progress display: spend against the budget, trials by state, the best so far and
@@ -160,7 +170,7 @@ class Planner:
         price = self.price.usd_per_hour
         return Status(
             spent_usd=self.accounts.spent_usd(),
-            budget_usd=self.cfg.budget.usd,
+            budget_usd=self.accounts.budget_usd(),
             states={str(getattr(state, "value", state)): n for state, n in self.state_counts().items()},
             stopping=self.stopping or done or ("" if confirming else self.closed),
             phase="confirm" if confirming else "search",
@@ -209,6 +219,10 @@ class Planner:
             return
         repeats = 0
         while self.pool.idle() > 0 and self._may_start(study):
+            if self._baseline_due():
+                if not self._run_baseline(study):
+                    return
+                continue
             lead = self._leader_due(study)
             if lead is not None:
                 if not self._intensify(study, lead):
@@ -268,6 +282,29 @@ class Planner:
             return False
         self.closed = "training seeds exhausted: the next trial's seed would be a held-out seed"
         self._tell_unrun(study, trial, params, self.closed, {"seed": 1.0})
+        return True
+
+    def _baseline_due(self) -> bool:
+        """With ``budget.runs`` the study runs the baseline first: its cost to target prices the budget in baseline
+        runs, and the trial is one of the baseline's seeds, which the confirmation runs anyway. Due while no trial of
+        the baseline has run or runs (one the study's end stopped runs again)."""
+        if self.cfg.budget.runs is None or self.baseline_params is None:
+            return False
+        base = TrialParams.identity(self.baseline_params)
+        ran = [r for t, r in self._dispatched().items() if t not in self.unrun and not ended_by_study(r)]
+        return not any(TrialParams.identity(r["params"]) == base for r in ran)
+
+    def _run_baseline(self, study: Any) -> bool:
+        """Run the baseline as a search trial on the next training seed, neither raced nor pruned (it measures the
+        unit of the budget): an Optuna trial with no sampled params. False when the seeds are exhausted."""
+        trial = study_store.new_trial(study)
+        params = TrialParams.of(self.baseline_params).as_dict()
+        if self._seeds_exhausted(study, trial, params):
+            return False
+        trial.set_user_attr("baseline_first", True)
+        trial_cfg = self._search_config(params, trial.number)
+        trial_cfg.race_cap_s = None
+        self._dispatch(trial, trial_cfg, self.cfg.budget.trial_usd)
         return True
 
     def _leader_due(self, study: Any) -> ConfigStat | None:
@@ -368,13 +405,13 @@ class Planner:
     def _decide(self, run: Running) -> tuple[str, str]:
         if self.stopping:
             return STOP, self.stopping
-        if not self.cfg.search.prune or run.phase == "confirm":  # a confirmation trial measures the cost to target
-            return CONTINUE, ""
+        if not self.cfg.search.prune or run.phase == "confirm" or run.config.get("baseline"):
+            return CONTINUE, ""  # a confirmation trial measures the cost to target, a baseline trial the budget's unit
         return self.pruner.decide(run.rows, self.accounts.race_bar_usd())
 
     def _check_budget(self) -> None:
-        if not self.stopping and self.accounts.spent_usd() >= self.cfg.budget.usd:
-            self.stopping = f"study budget ${self.cfg.budget.usd:g} spent"
+        if not self.stopping and self.accounts.spent_usd() >= self.accounts.budget_usd():
+            self.stopping = f"study budget {self.accounts.budget_text()} spent"
 
     def _finish(self, study: Any, run: Running, row: dict) -> None:
         study_store.tell_end(study, run.optuna_trial, run.rows, row, self.cfg.target.success)
@@ -444,6 +481,12 @@ class Planner:
     def _write(self, row: dict) -> None:
         self.ledger.append(row)
         self.rows.append(row)
+
+
+def _in_space(params: dict[str, Any]) -> bool:
+    """Whether a ledger row's config can be a point of the search space: a stock run (rsl-rl's own runner, the
+    baseline's) never is, whatever its knobs."""
+    return str(params.get("mode", "sweep")) == "sweep"
 
 
 __all__ = ["Planner"]
