@@ -117,7 +117,7 @@ def test_confirmation_is_billed_in_the_budget_and_shown_apart(tmp_path: Path) ->
     search = sum(metrics(r)["usd"] for r in ends.values() if r["phase"] == "search")
     confirmed = sum(metrics(r)["usd"] for r in ends.values() if r["phase"] == "confirm")
     assert (search, confirmed) == (62.0, 129.0)  # rounds 1 and 2 of A, B, D
-    assert p.closed == "search budget spent (the rest is kept for the confirmation)"
+    assert p.closed == "search budget spent (the rest, at least 50% of $205, is kept for the confirmation)"
     assert p.stopping == "budget left cannot pay another confirmation trial"
     assert [len(v) for v in by_config(rows).values()] == [3, 3, 1, 2]
     s = summary.summarize(rows)

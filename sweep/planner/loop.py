@@ -207,7 +207,8 @@ class Planner:
             return False
         if not self.accounts.search_can_start():
             if not self.running and self.cfg.confirm.enabled:
-                self.closed = "search budget spent (the rest is kept for the confirmation)"
+                share = f"{self.cfg.confirm.budget_share:.0%} of {self.accounts.budget_text()}"
+                self.closed = f"search budget spent (the rest, at least {share}, is kept for the confirmation)"
             elif not self.running:
                 self.stopping = "budget left cannot pay another trial"
             return False
