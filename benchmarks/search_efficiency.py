@@ -24,9 +24,10 @@ target or the per-trial cap and spend their whole budget. The yardstick (docs/be
   baseline runs. Neither the space's initial
   design nor a prior is used unless a line says so (``--initial-from``: a separate, labelled line).
 - **One unit.** A study's cost in baseline runs is its billed spend (every trial, search and confirmation) over the
-  baseline's held-out mean cost to target on equal terms; recommended/baseline is the recommended config's held-out
-  mean over the baseline's (a recommendation without held-out recordings: its mean over the table's own recordings;
-  no recommendation: 1, the user keeps the baseline), the median over studies.
+  baseline's mean cost to target on equal terms over ``baseline_trials`` (what the planner's payback divides by once
+  it has drawn them all, and what every budget is priced at); recommended/baseline is the recommended config's
+  held-out mean over the baseline's held-out mean (a recommendation without held-out recordings: its mean over the
+  table's own recordings; no recommendation: 1, the user keeps the baseline), the median over studies.
 - **Intervals count distinct outcomes.** Studies that drew the same trials and ended alike are one outcome: the
   95% intervals resample distinct outcomes (a cluster bootstrap), never copies of one.
 
@@ -150,11 +151,12 @@ class Truth:
     correct: frozenset
     best: float
     baseline: tuple
+    held_out_baseline_usd: float
+    """The baseline's held-out mean USD to target on equal terms: what recommended/baseline divides by."""
     unit_usd: float
-    """The baseline's held-out mean USD to target on equal terms: one baseline run."""
-    priced_usd: float
-    """The baseline's mean over ``baseline_trials``: one baseline run as the budgets of the strategies that measure
-    no baseline are priced."""
+    """One baseline run: the baseline's mean over ``baseline_trials``, the recordings its replayed trials draw. It is
+    what the planner's own payback divides by once it has drawn them all, what its ``budget.runs`` is then priced at,
+    and what the budgets of the strategies that measure no baseline are priced at: one unit for every strategy."""
 
 
 def truth(table: dict[str, Any], target: float, within: float) -> Truth:
@@ -169,8 +171,8 @@ def truth(table: dict[str, Any], target: float, within: float) -> Truth:
     best = min(v for k, v in held.items() if k != base)
     correct = frozenset(k for k, v in held.items() if k != base and v <= (1.0 + within) * best)
     in_sample = config_means(table["trials"], target)
-    priced = config_means(table[BASELINE], target)[base]
-    return Truth(held, in_sample, correct, best, base, held[base], priced)
+    unit = config_means(table[BASELINE], target)[base]
+    return Truth(held, in_sample, correct, best, base, held[base], unit)
 
 
 def initial_design(space_file: str, space: dict[str, list]) -> list[dict[str, Any]]:
@@ -430,7 +432,7 @@ class Verdict:
     studies: tuple[Study, ...]
     correct: tuple[bool, ...]
     runs: tuple[float, ...]
-    """Each study's spend in baseline runs (held-out unit)."""
+    """Each study's spend in baseline runs (:attr:`Truth.unit_usd`)."""
     ratios: tuple[float, ...]
     """Each study's recommended / baseline, held-out means (see the module docstring for the fallbacks)."""
     unjudged: int
@@ -460,10 +462,10 @@ def judge(label: str, studies: list[Study], t: Truth) -> Verdict:
             none += 1
             ratios.append(1.0)  # nothing recommended: the user keeps the baseline
         elif s.recommended in t.held_out:
-            ratios.append(t.held_out[s.recommended] / t.unit_usd)
+            ratios.append(t.held_out[s.recommended] / t.held_out_baseline_usd)
         else:
             unjudged += 1
-            ratios.append(t.in_sample.get(s.recommended, float("inf")) / t.unit_usd)
+            ratios.append(t.in_sample.get(s.recommended, float("inf")) / t.held_out_baseline_usd)
     runs = tuple(s.spent_usd / t.unit_usd for s in studies)
     return Verdict(label, tuple(studies), tuple(correct), runs, tuple(ratios), unjudged, none)
 
@@ -551,7 +553,7 @@ def main() -> None:
     args.confirm_top, args.confirm_share = gpu.confirm.top, gpu.confirm.budget_share
     args.baseline_params = baseline_params(table)
     args.max_trials = len(t.in_sample)
-    args.trial_cap = args.trial_cap_runs * t.priced_usd
+    args.trial_cap = args.trial_cap_runs * t.unit_usd
     space = table_space(table)
     held = sorted(t.held_out.items(), key=lambda kv: kv[1])
     print(
@@ -561,9 +563,9 @@ def main() -> None:
     )
     print(
         f"truth: best held-out mean {held[0][1]:.1f} recorded s to target on equal terms; {len(t.correct)} configs "
-        f"within {args.within:.0%} of it; one baseline run = the baseline's held-out mean, {t.unit_usd:.1f} s "
-        f"(the budgets of strategies that measure no baseline: its replayed mean, {t.priced_usd:.1f} s); per-trial "
-        f"cap {args.trial_cap_runs:g} runs ({args.trial_cap:.1f} s)"
+        f"within {args.within:.0%} of it; the baseline's held-out mean {t.held_out_baseline_usd:.1f} s "
+        f"(recommended/baseline divides by it); one baseline run = its replayed mean, {t.unit_usd:.1f} s (every "
+        f"budget and study is counted in it); per-trial cap {args.trial_cap_runs:g} runs ({args.trial_cap:.1f} s)"
     )
     print(
         f"planner: sampler cost, race_slack {args.race_slack:g}, intensify {args.intensify}, confirmation on "

@@ -39,8 +39,8 @@ def test_the_truth_is_the_held_out_means_and_correct_is_within_10_percent_of_the
     t = bench.truth(load_table(str(table)), 0.9, 0.10)
     assert t.correct == {key(A), key(B)} and t.best == pytest.approx(11.0)
     assert t.baseline == TrialParams.identity(STOCK_BASELINE) and t.baseline not in t.correct
-    assert t.unit_usd == pytest.approx(21.0)  # one baseline run: its held-out mean
-    assert t.priced_usd == pytest.approx(20.0)  # what the budgets of random search and ASHA are priced at
+    assert t.held_out_baseline_usd == pytest.approx(21.0)  # what recommended/baseline divides by
+    assert t.unit_usd == pytest.approx(20.0)  # one baseline run: its replayed mean, every budget's and study's unit
     assert t.in_sample[key(D)] == pytest.approx(25.0) and key(D) not in t.held_out
 
 
@@ -62,9 +62,9 @@ def test_a_recommendation_is_judged_on_held_out_means_and_one_outside_them_is_wr
     ]
     v = bench.judge("planner-cost budget 6 runs", studies, t)
     assert v.correct == (True, False, False, False) and (v.unjudged, v.none) == (1, 1)
-    assert v.runs == pytest.approx((2.0, 3.0, 1.0, 4.0))  # billed spend over the baseline's held-out mean
+    assert v.runs == pytest.approx((2.1, 3.15, 1.05, 4.2))  # billed spend over the baseline's replayed mean
     assert v.ratios == pytest.approx((11.0 / 21.0, 25.0 / 21.0, 1.0, 40.5 / 21.0))
-    assert v.line() == "planner-cost budget 6 runs: correct 1/4, median study 2.5 runs, recommended/baseline 1.10x"
+    assert v.line() == "planner-cost budget 6 runs: correct 1/4, median study 2.6 runs, recommended/baseline 1.10x"
 
 
 def test_intervals_resample_distinct_outcomes_not_copies_of_one(table: Path) -> None:
@@ -132,7 +132,7 @@ def test_under_budget_runs_the_planner_measures_the_baseline_first_and_stops_at_
         assert rows[0]["params"]["mode"] == "stock" and rows[0]["baseline"]
         study = bench.planner_study(rows)
         assert study.spent_usd <= 6.0 * 20.0  # its own unit: the baseline recordings it drew, 20 s each
-        assert bench.judge("p", [study], t).runs[0] <= 6.0 * 20.0 / 21.0
+        assert bench.judge("p", [study], t).runs[0] <= 6.0
 
 
 @pytest.mark.slow
