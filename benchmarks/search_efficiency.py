@@ -122,9 +122,12 @@ def _equal_terms_s(point: dict[str, Any]) -> float:
     return max(0.0, point["billable_s"] - one_time_s(point.get("phases_s", {})))
 
 
-def config_means(records: list[dict[str, Any]], target: float) -> dict[tuple, float]:
-    """Each config's cost to the target in USD (recorded seconds x PRICE), over its ``records``: the seconds all
-    its recordings spent on equal terms over the number that reached (the mean when all did; inf when none)."""
+def config_means(records: list[dict[str, Any]] | dict[str, Any], target: float) -> dict[tuple, float]:
+    """Each config's cost to the target in USD (recorded seconds x PRICE), over its ``records`` (a table: its
+    replayed ``trials``): the seconds all its recordings spent on equal terms over the number that reached (the mean
+    when all did; inf when none)."""
+    if isinstance(records, dict):
+        records = records["trials"]
     spent: dict[tuple, float] = {}
     reached: dict[tuple, int] = {}
     for t in records:

@@ -60,7 +60,7 @@ def prepare(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool]:
                 f"resume={resume}: not a sweep run folder (needs config.yaml and study.db); "
                 "give a folder under reports/ written by sweep.run"
             )
-        saved = config_mod.read_yaml(run_dir / "config.yaml")
+        saved = config_mod.saved_config(config_mod.read_yaml(run_dir / "config.yaml"))
         saved.pop(SPACE_HASH, None)  # a record of the space file, not a setting
         fixed = sorted(k for k in overrides if not any(k == ok or k.startswith(ok + ".") for ok in RESUME_OVERRIDABLE))
         if fixed:
@@ -173,7 +173,9 @@ def resolve_runtime(cfg: config_mod.RunConfig, has_gpu: bool) -> tuple[str, Any,
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", cfg.device):
         raise ConfigError(f"{cfg.space}: device: '{cfg.device}' is not a device; use auto, cpu, cuda or cuda:N")
     if cfg.workers.address is None:  # a cluster's workers may have what this driver lacks
-        check_imports(("sweep.trial", *backend.requires), who=f"the trials of backend {cfg.backend}")
+        check_imports(
+            ("sweep.trial", *backend.requires), who=f"the trials of backend {cfg.backend}", noise=backend.import_noise
+        )
         backend.preflight(profile, cfg.backend_options)
         slots = torch.cuda.device_count() if has_gpu else os.cpu_count() or 1
         if not has_gpu and cfg.workers.cpus_per_trial > slots:

@@ -7,6 +7,9 @@ import tempfile
 
 import pytest
 
+#: The slow marker, checked against each test's time at the end of every run.
+pytest_plugins = ["tests.slow_markers"]
+
 # Before JAX is imported anywhere (subprocesses and Ray workers inherit these too).
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(tempfile.gettempdir(), "sweep-test-jax-cache"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from rsl_rl.env import VecEnv
@@ -128,6 +128,9 @@ class Backend(ABC):
     requires: tuple[str, ...] = ()
     """Modules every trial of this backend imports, some only lazily deep inside a simulator: the driver imports
     them before any worker starts, so a missing one is one line naming its package, not a failed trial each."""
+    import_noise: ClassVar[dict[str, tuple[str, ...]]] = {}
+    """Per module of :attr:`requires`, the opening words of lines it prints on import that say nothing to a user
+    (kept off the screen by :func:`sweep.errors.import_quietly`), so a run's first line is sweep's own."""
     xla_cache: bool = False
     """Its env shapes compile through XLA into the persistent cache (``compile_cache``), so they can be compiled
     ahead of the trials that need them (:mod:`sweep.execution.precompile`)."""
