@@ -239,7 +239,8 @@ def test_the_race_slack_keeps_a_lucky_seed_from_capping_the_best_configs_of_the_
 
     class Args:
         target, budget, trial_cap, max_trials = 0.9, 1e9, 300.0, len(means)
-        confirm, confirm_top, baseline_params = 3, 2, bench.baseline_params(table, "4096x24")
+        confirm, confirm_top = 3, 2
+        baseline_params = bench.baseline_params({"trials": table["trials"]}, "4096x24")  # sweep mode, as measured
         race_slack, draw = 1.0, "seed"  # as decision 0002 measured it: a trial replays its own seed's recording
 
     def ends_correct() -> bool:
@@ -266,7 +267,7 @@ def test_the_gpu_defaults_end_on_a_correct_config_of_the_whole_3_seed_table() ->
     class Args:
         target, budget, trial_cap, max_trials = 0.9, 1e9, 300.0, len(means)
         confirm, confirm_top = gpu.confirm.seeds, gpu.confirm.top
-        baseline_params = bench.baseline_params(table, "4096x24")
+        baseline_params = bench.baseline_params({"trials": table["trials"]}, "4096x24")  # sweep mode, as measured
         race_slack, intensify = gpu.search.race_slack, gpu.search.intensify
         draw = "seed"  # as decision 0003 measured it: a trial replays its own seed's recording
 
