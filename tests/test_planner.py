@@ -298,3 +298,13 @@ def test_an_unpriced_baseline_leaves_budget_usd_the_only_cap(tmp_path: Path) -> 
     p.run()
     assert last_rows(p.rows)[0]["state"] == "capped" and p.accounts.baseline_run_usd() is None
     assert p.accounts.budget_usd() == p.cfg.budget.usd and spent(p.rows) > 2 * 100.0
+
+
+def test_budget_runs_without_a_confirmation_still_measures_the_baseline_it_counts_in(tmp_path: Path) -> None:
+    p = planner(runs_cfg(tmp_path, **{"budget.runs": 6.0, "confirm.seeds": 1}), tmp_path / "run")
+    p.run()
+    ends = last_rows(p.rows)
+    assert ends[0]["params"]["mode"] == "stock" and ends[0]["baseline"]  # the unit, measured first
+    assert all(r["phase"] == "search" for r in ends.values()) and spent(p.rows) <= 6 * 20.0
+    pay = summary.summarize(p.rows).payback
+    assert pay is not None and pay.study_in_baseline_runs == pytest.approx(spent(p.rows) / 20.0)

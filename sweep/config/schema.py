@@ -51,9 +51,9 @@ class Budget:
     """Study budget in baseline training runs: the study stops once its billed spend (every trial, search and
     confirmation, pruned and failed included) reaches this many times the baseline's mean USD to target on equal
     terms, as ``recommended.yaml``'s ``payback.study_in_baseline_runs`` counts it. Priced once a baseline trial has
-    reached the target (the study then runs the baseline first) and again with each further baseline seed; until
-    then ``usd`` is the only cap, and it stays one after. Needs a baseline (``confirm.seeds`` > 1); null: no cap in
-    runs."""
+    reached the target (the study then runs the baseline, ``confirm.baseline``, first, with or without a
+    confirmation) and again with each further baseline seed; until then ``usd`` is the only cap, and it stays one
+    after. null: no cap in runs (and the baseline runs in the confirmation only)."""
     trial_usd: float = 0.5
     """Per-trial cap (USD); a trial that has not reached the target by then ends 'capped'."""
     max_trials: int = 100

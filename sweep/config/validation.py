@@ -71,7 +71,6 @@ def _validate_confirm(cfg: RunConfig) -> None:
     """The confirmation section: counts, shares, and a baseline every knob of which is known. Its values are checked
     even with the confirmation off (``seeds: 1``): a value that means nothing is refused wherever it stands."""
     from sweep import perf
-    from sweep.contract import RESERVE_MARGIN
 
     where, c = cfg.space, cfg.confirm
     if c.seeds < 1:
@@ -102,14 +101,22 @@ def _validate_confirm(cfg: RunConfig) -> None:
     runs = cfg.budget.runs
     if runs is not None and not runs > 0:
         raise ConfigError(f"{where}: budget.runs: must be > 0 baseline runs, or null for no cap in runs (got {runs})")
-    if not c.enabled:
-        if runs is not None:
-            raise ConfigError(
-                f"{where}: budget.runs: a budget in baseline runs needs the baseline measured, which the confirmation "
-                f"does (confirm.seeds {c.seeds}); set confirm.seeds above 1, or budget.runs=null and budget.usd",
-                keys=("confirm.seeds",),
-            )
-        return
+    if c.enabled:
+        _validate_confirm_plan(cfg)
+    if c.enabled or runs is not None:  # the study runs the baseline: every knob of it must be known
+        for key in ("num_envs", "num_steps_per_env", "num_mini_batches"):
+            if getattr(c.baseline, key) is None and len(getattr(cfg.knobs, key)) != 1:
+                raise ConfigError(
+                    f"{where}: confirm.baseline.{key}: the space has several choices {getattr(cfg.knobs, key)}; "
+                    "name the baseline's value"
+                )
+
+
+def _validate_confirm_plan(cfg: RunConfig) -> None:
+    """A confirmation that can run: seeds left for it, and a share of the budget that fits one trial."""
+    from sweep.contract import RESERVE_MARGIN
+
+    where, c = cfg.space, cfg.confirm
     if cfg.search.intensify >= c.seeds:
         # a finalist the search already ran on every seed would get no confirmation trial, and rank as unconfirmed
         raise ConfigError(
@@ -124,12 +131,6 @@ def _validate_confirm(cfg: RunConfig) -> None:
             f"{RESERVE_MARGIN - 1:.0%}); raise the share or the budget, or set confirm.seeds=1",
             keys=("budget.usd", "budget.trial_usd"),
         )
-    for key in ("num_envs", "num_steps_per_env", "num_mini_batches"):
-        if getattr(c.baseline, key) is None and len(getattr(cfg.knobs, key)) != 1:
-            raise ConfigError(
-                f"{where}: confirm.baseline.{key}: the space has several choices {getattr(cfg.knobs, key)}; "
-                "name the baseline's value"
-            )
 
 
 #: A run folder's name: one plain path component, so that ``out/<run_id>`` stays inside ``out``.

@@ -72,7 +72,7 @@ def shapes(cfg: RunConfig, backend_knobs: tuple[str, ...]) -> list[tuple[int, di
 def first_shapes(cfg: RunConfig, backend_knobs: tuple[str, ...]) -> list[tuple[int, dict[str, Any]]]:
     """The training env shapes of the study's first trials, in order: the baseline's when the study runs it first
     (``budget.runs``), then the ``initial`` entries'; the smallest size's when there are none."""
-    out = [_baseline_shape(cfg, backend_knobs)] if cfg.budget.runs is not None and cfg.confirm.enabled else []
+    out = [_baseline_shape(cfg, backend_knobs)] if cfg.budget.runs is not None else []
     out += [_shape_of(entry, cfg, backend_knobs) for entry in cfg.search.initial]
     return out or [(cfg.knobs.num_envs[0], {})]
 

@@ -103,10 +103,11 @@ class Planner:
         """How many configs of the space satisfy the constraints."""
         self.baseline_params = (
             trial_params(space.trial_config(space.baseline_params(cfg), cfg, profile, cfg.seeds.training, 1.0))
-            if cfg.confirm.enabled
+            if cfg.confirm.enabled or cfg.budget.runs is not None
             else None
         )
-        """The baseline config as the ledger names it (None without a confirmation phase)."""
+        """The baseline config as the ledger names it (None when the study runs no baseline: neither a confirmation
+        phase nor ``budget.runs``)."""
         self.confirmation = confirm.Phase(cfg.confirm, self.baseline_params, cfg.seeds.training)
 
     # -- accounting ------------------------------------------------------------------------------
