@@ -286,7 +286,7 @@ def finish(cfg: config_mod.RunConfig, run_dir: Path) -> Any:
     outcome = summary.summarize(read_rows(rows_path))
     best = outcome.recommended
     trainer = export.trainer_command(run_dir, best.trial) if best is not None else None
-    safe_print(summary.run_text(outcome, rows_path, trainer))
+    safe_print(summary.run_text(outcome, rows_path, trainer, export.study_end(run_dir)))
     safe_print(f"report:      {html}")
     safe_print(f"recommended: {recommended if recommended else '(no trial reached the target)'}")
     safe_print(f"ledger:      {rows_path}")

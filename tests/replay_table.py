@@ -84,3 +84,41 @@ def write_seeded_table(path: Path, costs: dict[tuple[int, int], dict[int, float]
     ]
     path.write_text(json.dumps({"profile": "recorded", "control_dt_s": 0.02, "device": "synthetic", "trials": trials}))
     return path
+
+
+#: The stock baseline of :func:`write_yardstick_table`: rsl-rl's own runner at 128 x 16.
+STOCK_BASELINE = {"num_envs": 128, "num_steps_per_env": 16, "num_mini_batches": 4, "mode": "stock"}
+
+
+def write_yardstick_table(
+    path: Path,
+    costs: dict[tuple[int, int], dict[int, float]],
+    baseline: dict[int, float],
+    held_out: dict[tuple[int, int] | str, dict[int, float]] | None = None,
+) -> Path:
+    """A table with the keys the yardstick reads: ``trials`` (``costs[(envs, steps)][seed]``, this package's loop),
+    ``baseline_trials`` (the stock baseline, :data:`STOCK_BASELINE`, ``baseline[seed]``) and ``held_out_trials``
+    (``held_out[(envs, steps)][seed]``, or ``held_out["baseline"][seed]`` for the baseline): each the billable seconds
+    at which that recording reaches the target."""
+
+    def record(params: dict, seed: int, cost: float) -> dict:
+        return {"params": params, "seed": seed, "curve": reaching_curve(cost), "end": {}, "truncated": False}
+
+    def config(envs: int, horizon: int) -> dict:
+        return {"num_envs": envs, "num_steps_per_env": horizon, "num_mini_batches": 4}
+
+    held = [
+        record(STOCK_BASELINE if k == "baseline" else config(*k), seed, cost)
+        for k, by_seed in (held_out or {}).items()
+        for seed, cost in by_seed.items()
+    ]
+    table = {
+        "profile": "recorded",
+        "control_dt_s": 0.02,
+        "device": "synthetic",
+        "trials": [record(config(*k), s, c) for k, by_seed in costs.items() for s, c in by_seed.items()],
+        "baseline_trials": [record(STOCK_BASELINE, s, c) for s, c in baseline.items()],
+        "held_out_trials": held,
+    }
+    path.write_text(json.dumps(table))
+    return path

@@ -907,6 +907,20 @@ def test_one_real_isaac_lab_trial_trains_evaluates_and_writes_its_ledger(real_tr
     assert {p.name for p in (out / "trials" / "0000" / ilc.PARAMS_DIR).iterdir()} == {"agent.yaml", "env.yaml"}
 
 
+@pytest.mark.slow
+@pytest.mark.isaaclab
+@needs_isaaclab
+def test_a_stock_trial_on_isaac_lab_trains_with_rsl_rls_own_runner(asset_root, tmp_path) -> None:
+    # the baseline's mode: rsl-rl's OnPolicyRunner.learn, unchanged, which prints its own iterations
+    kept = [a for a in TRIAL_ARGS if not a.startswith(("flags.", "cap_s="))]  # a stock run carries no training flag
+    args = [*kept, "mode=stock", "cap_s=30", f"backend_options.asset_root={asset_root}", f"out={tmp_path}"]
+    proc = run_module("sweep.trial", "backend=isaaclab", *args, cwd=tmp_path, timeout=400)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    rows = read_rows(tmp_path / "ledger.jsonl")
+    assert rows[-1]["params"]["mode"] == "stock" and rows[-1]["env_steps"] > 0
+    assert rows[-1]["phases_s"]["learn"] > 0 and "Learning iteration" in proc.stdout
+
+
 @pytest.mark.isaaclab
 @needs_isaaclab
 def test_the_exported_line_in_isaac_labs_trainer_saves_the_configs_the_trial_trained_with(

@@ -77,6 +77,10 @@ FILE_CASES = [
     (with_("knobs", "flags", {"fused_optimizer": [True, True]}), "knobs.flags.fused_optimizer"),
     ({**GOOD, "device": "gpu0"}, "device"),
     (with_("knobs", "num_mini_batches", [100000]), "no config of the space satisfies the constraints"),
+    ({**GOOD, "confirm": {"baseline": {"mode": "fast"}}}, "confirm.baseline.mode"),
+    ({**GOOD, "confirm": {"baseline": {"flags": {"fused_optimizer": True}}}}, "confirm.baseline.flags.fused_optimizer"),
+    (with_("budget", "runs", 0), "budget.runs"),
+    (with_("budget", "runs", 6), "confirm.baseline.num_envs"),  # the baseline it runs first must be known
 ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 from pathlib import Path
 
@@ -88,17 +89,31 @@ def test_a_bad_key_or_type_names_where_it_came_from_and_the_key(data: dict, over
         config.compose(data, overrides, "f.yaml", has_gpu=False)
 
 
-def test_the_shipped_gpu_spaces_confirm_against_their_first_initial_entry_stock_rsl_rl() -> None:
+def test_the_shipped_spaces_compare_with_rsl_rls_own_runner_at_the_tasks_defaults() -> None:
     from sweep import perf
     from sweep.planner import space
 
-    for name in ("locomotion", "anymal_d_flat"):
-        cfg = validation.validate(config.load(name, {}, has_gpu=True))
-        assert cfg.confirm.seeds == 3 and cfg.confirm.top == 2
+    for name, gpu in itertools.product(("locomotion", "go2_flat", "anymal_d_flat"), (True, False)):
+        cfg = validation.validate(config.load(name, {}, has_gpu=gpu))
         base = space.baseline_params(cfg)
-        assert (base["num_envs"], base["num_steps_per_env"]) == (4096, 24)
-        fixed = {k: v[0] for k, v in space.choices(cfg).items() if len(v) == 1}
-        same = TrialParams.identity(base) == TrialParams.identity({**base, **fixed, **cfg.search.initial[0]})
-        assert same  # its search trial is a seed
+        assert base["mode"] == "stock", name  # what a user runs without sweep
         changed = {k for k, v in base.items() if k.startswith("flags.") and v != perf.CATALOG[k[6:]].default}
-        assert changed <= {"flags.compile_cache"}  # stock rsl-rl; the simulator's compile cache as the space fixes it
+        assert changed <= {"flags.compile_cache"}  # rsl-rl's behaviour; the simulator's compile cache as fixed
+        if gpu:
+            assert cfg.confirm.seeds == 3 and cfg.confirm.top == 2
+            assert (base["num_envs"], base["num_steps_per_env"]) == (4096, 24)
+        # a stock run is no point of the space: no initial entry runs it, the study runs it itself (budget.runs)
+        trial = space.trial_config(base, cfg, "gpu" if gpu else "cpu", 1, 1.0)
+        assert trial.mode == "stock" and TrialParams.from_config(trial).key() == TrialParams.identity(base)
+
+
+def test_a_stock_baseline_keeps_rsl_rls_behaviour_where_the_space_fixes_a_training_flag() -> None:
+    from sweep.planner import space
+
+    over = {"knobs.flags.fused_optimizer": [True]}
+    stock = validation.validate(config.load("locomotion", over, has_gpu=True))
+    assert space.baseline_params(stock)["flags.fused_optimizer"] is False
+    ours = validation.validate(config.load("locomotion", {**over, "confirm.baseline.mode": "sweep"}, has_gpu=True))
+    assert (
+        space.baseline_params(ours)["flags.fused_optimizer"] is True and space.baseline_params(ours)["mode"] == "sweep"
+    )

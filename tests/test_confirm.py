@@ -31,7 +31,11 @@ def make_cfg(tmp_path: Path, costs: dict, compile_s: float = 0.0, **over) -> con
     data = {
         "backend": "replay",
         "profile": "recorded",
-        "backend_options": {"table": str(write_seeded_table(tmp_path / "table.json", costs, compile_s))},
+        # each trial replays the recording of its own seed: the scenarios below are written per seed
+        "backend_options": {
+            "table": str(write_seeded_table(tmp_path / "table.json", costs, compile_s)),
+            "draw": "seed",
+        },
         "knobs": {"num_envs": [64, 128], "num_steps_per_env": [8, 16], "num_mini_batches": [4]},
         "target": {"success": 0.9, "eval_episodes": 16, "eval_every_steps": 80},
         "budget": {"usd": 1000.0, "trial_usd": 100.0, "max_trials": 4},
@@ -42,7 +46,8 @@ def make_cfg(tmp_path: Path, costs: dict, compile_s: float = 0.0, **over) -> con
             "initial": [{"num_envs": e, "num_steps_per_env": h} for e, h in (A, B, C, D)],
         },
         "run_id": "t",
-        "confirm": {"seeds": 3, "top": 2, "baseline": {"num_envs": D[0], "num_steps_per_env": D[1]}},
+        # the table records this package's loop only: a baseline in its mode, which the search can run too
+        "confirm": {"seeds": 3, "top": 2, "baseline": {"num_envs": D[0], "num_steps_per_env": D[1], "mode": "sweep"}},
     }
     return validation.validate(config.compose(data, over, "test", has_gpu=False))
 
@@ -114,7 +119,7 @@ def test_confirmation_is_billed_in_the_budget_and_shown_apart(tmp_path: Path) ->
     confirmed = sum(metrics(r).usd for r in ends.values() if r.phase == "confirm")
     assert (search, confirmed) == (62.0, 129.0)  # rounds 1 and 2 of A, B, D
     assert p.phase.log == [
-        (Phase.DRAINING, "search budget spent (the rest is kept for the confirmation)"),
+        (Phase.DRAINING, "search budget spent (the rest, at least 50% of $205, is kept for the confirmation)"),
         (Phase.CONFIRMATION, ""),
         (Phase.OVER, "budget left cannot pay another confirmation trial"),
     ]

@@ -10,6 +10,7 @@ import optuna
 import pytest
 
 from sweep import checkpoints, config
+from sweep.analysis import summary
 from sweep.config import validation
 from sweep.errors import ConfigError
 from sweep.execution.inline import InlinePool
@@ -18,7 +19,7 @@ from sweep.planner import leader, searchers, space, study_store
 from sweep.planner.loop import Planner
 from sweep.planner.phase import Phase
 from sweep.prices import resolve
-from tests.replay_table import write_seeded_table, write_table
+from tests.replay_table import write_seeded_table, write_table, write_yardstick_table
 
 PRICE = resolve("custom", usd_per_hour=3600.0)  # $1 per billable second
 
@@ -34,7 +35,8 @@ def make_cfg(tmp_path: Path, **over) -> config.RunConfig:
     data = {
         "backend": "replay",
         "profile": "recorded",
-        "backend_options": {"table": str(write_table(tmp_path / "table.json")), "time_scale": 0.0},
+        # each trial replays the recording of its own seed: the scenarios below are written per seed
+        "backend_options": {"table": str(write_table(tmp_path / "table.json")), "time_scale": 0.0, "draw": "seed"},
         "knobs": {"num_envs": [64, 128], "num_steps_per_env": [8, 16], "num_mini_batches": [4]},
         "target": {"success": 0.9, "eval_episodes": 16, "eval_every_steps": 80},
         "budget": {"usd": 1000.0, "trial_usd": 100.0, "max_trials": 10},
@@ -198,7 +200,7 @@ def test_race_slack_lets_a_trial_run_past_a_lucky_best_seed(tmp_path: Path, slac
 
 def test_a_finalists_confirmation_seeds_replay_recordings_its_search_seed_did_not(tmp_path: Path) -> None:
     costs = {(64, 8): {1: 20.0, 7: 10.0, 8: 10.0}, (128, 8): {2: 30.0, 4: 30.0}}
-    confirm = {"seeds": 2, "top": 1, "baseline": {"num_envs": 128, "num_steps_per_env": 8}}
+    confirm = {"seeds": 2, "top": 1, "baseline": {"num_envs": 128, "num_steps_per_env": 8, "mode": "sweep"}}
     cfg = seeded_cfg(tmp_path, costs, **{"budget.max_trials": 2, "search.prune": False, "confirm": confirm})
     p = planner(cfg, tmp_path / "run")
     p.run()
@@ -231,7 +233,7 @@ def test_intensify_runs_a_new_leader_again_before_the_search_goes_on(
 
 
 def test_intensify_leaves_the_baseline_to_the_confirmation(tmp_path: Path) -> None:
-    confirm = {"seeds": 3, "top": 1, "baseline": {"num_envs": 64, "num_steps_per_env": 8}}
+    confirm = {"seeds": 3, "top": 1, "baseline": {"num_envs": 64, "num_steps_per_env": 8, "mode": "sweep"}}
     cfg = seeded_cfg(
         tmp_path,
         LUCKY_FIRST,
@@ -242,3 +244,66 @@ def test_intensify_leaves_the_baseline_to_the_confirmation(tmp_path: Path) -> No
     search = [(r.params["num_envs"], r.seed) for r in p.rows.last.values() if r.phase == "search"]
     # 64, the baseline, leads the search but is not run again there: the confirmation gives it its seeds
     assert search == [(64, 1), (128, 2)] and leader.leader(p.rows).baseline, search
+
+
+#: Every seed of a config costs the same (s to target); the stock baseline (128 x 16, rsl-rl's runner) 20 s.
+STEADY = {(64, 8): 10.0, (64, 16): 30.0, (128, 8): 40.0, (128, 16): 25.0}
+
+
+def runs_cfg(tmp_path: Path, **over) -> config.RunConfig:
+    """A study over :data:`STEADY` with a confirmation against the stock baseline (3 recordings of 20 s)."""
+    costs = {k: {s: v for s in (1, 2, 3)} for k, v in STEADY.items()}
+    table = write_yardstick_table(tmp_path / "yardstick.json", costs, {1: 20.0, 2: 20.0, 3: 20.0})
+    confirm = {"seeds": 3, "top": 1, "budget_share": 0.3, "baseline": {"num_envs": 128, "num_steps_per_env": 16}}
+    base = {"backend_options.table": str(table), "backend_options.draw": "random", "confirm": confirm}
+    return make_cfg(tmp_path, **{**base, "search.prune": True, **over})
+
+
+def spent(rows: list[Row]) -> float:
+    return sum(r.billable_s for r in LedgerView.of(rows).last.values())  # $1 per billable second
+
+
+def test_budget_runs_runs_the_baseline_first_and_caps_the_study_at_that_many_baseline_runs(tmp_path: Path) -> None:
+    p = planner(runs_cfg(tmp_path, **{"budget.runs": 8.0}), tmp_path / "run")
+    p.run()
+    first = p.rows.last[0]
+    assert first.params["mode"] == "stock" and first.baseline and first.phase == "search"  # the unit first
+    assert p.accounts.baseline_run_usd() == pytest.approx(20.0) and p.accounts.budget_usd() == pytest.approx(160.0)
+    assert spent(p.rows) <= 160.0  # 8 baseline runs: the search's share and the confirmation's, together
+    pay = summary.summarize(p.rows).payback
+    assert pay is not None and pay.study_in_baseline_runs == pytest.approx(spent(p.rows) / 20.0)
+    base = [r for r in p.rows.last.values() if r.baseline]
+    assert all(r.params["mode"] == "stock" for r in base) and len(base) >= 2  # dispatched in its mode
+    uncapped = planner(runs_cfg(tmp_path), tmp_path / "uncapped")
+    uncapped.run()
+    assert spent(uncapped.rows) > 160.0  # the same study with budget.usd alone spends more
+    assert uncapped.rows.last[0].params["mode"] == "sweep"  # and no baseline first
+    ended = study_store.open_study(tmp_path / "run", searchers.build(p.cfg)).user_attrs[study_store.ENDED]
+    assert ended == p.why_ended() and ended
+
+
+def test_budget_usd_stays_an_upper_bound_beside_budget_runs(tmp_path: Path) -> None:
+    over = {"budget.runs": 100.0, "budget.usd": 60.0, "budget.trial_usd": 25.0, "confirm.budget_share": 0.5}
+    p = planner(runs_cfg(tmp_path, **over), tmp_path / "run")
+    p.run()
+    assert p.accounts.budget_usd() == 60.0 and spent(p.rows) <= 60.0
+    assert p.accounts.budget_text() == "$60"
+
+
+def test_an_unpriced_baseline_leaves_budget_usd_the_only_cap(tmp_path: Path) -> None:
+    costs = {k: {s: v for s in (1, 2, 3)} for k, v in STEADY.items()}
+    table = write_yardstick_table(tmp_path / "never.json", costs, {1: 900.0, 2: 900.0, 3: 900.0})  # past its cap
+    p = planner(runs_cfg(tmp_path, **{"budget.runs": 2.0, "backend_options.table": str(table)}), tmp_path / "run")
+    p.run()
+    assert p.rows.last[0].state == "capped" and p.accounts.baseline_run_usd() is None
+    assert p.accounts.budget_usd() == p.cfg.budget.usd and spent(p.rows) > 2 * 100.0
+
+
+def test_budget_runs_without_a_confirmation_still_measures_the_baseline_it_counts_in(tmp_path: Path) -> None:
+    p = planner(runs_cfg(tmp_path, **{"budget.runs": 6.0, "confirm.seeds": 1}), tmp_path / "run")
+    p.run()
+    ends = p.rows.last
+    assert ends[0].params["mode"] == "stock" and ends[0].baseline  # the unit, measured first
+    assert all(r.phase == "search" for r in ends.values()) and spent(p.rows) <= 6 * 20.0
+    pay = summary.summarize(p.rows).payback
+    assert pay is not None and pay.study_in_baseline_runs == pytest.approx(spent(p.rows) / 20.0)

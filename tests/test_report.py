@@ -392,7 +392,8 @@ def test_the_card_leads_with_the_decision_and_its_figures_equal_the_ledgers(tmp_
     number = r"([0-9]+\.[0-9]+)"
     cost = re.fullmatch(
         rf"Cost to target: mean \${number} per training run on equal terms \(95% CI \${number}-\${number}\) over 3 "
-        rf"seeds; {number}x the baseline's mean \${number} over 2 seeds \(95% CI {number}-{number}\)",
+        rf"seeds; {number}x the baseline's mean \${number} over 2 seeds \(95% CI {number}-{number}; baseline: 512 "
+        r"envs x 24 steps, 4 mini-batches; no perf flags\)",
         lines[1],
     )
     assert cost, lines[1]

@@ -16,7 +16,7 @@ import yaml
 from sweep.analysis.summary import usd_text
 from sweep.ledger import LedgerView, metrics, read_rows
 from tests.helpers import ROOT, run_module
-from tests.replay_table import write_table
+from tests.replay_table import write_table, write_yardstick_table
 
 
 def space_file(tmp_path: Path, **over) -> Path:
@@ -188,7 +188,8 @@ def test_bad_spaces_are_rejected_before_any_trial(over: dict, key: str, tmp_path
 
 
 def test_a_run_with_a_confirmation_ends_with_the_baseline_comparison(tmp_path: Path) -> None:
-    confirm = {"seeds": 2, "top": 1, "baseline": {"num_envs": 64, "num_steps_per_env": 16}}
+    # the table records this package's loop only: a baseline in its mode
+    confirm = {"seeds": 2, "top": 1, "baseline": {"num_envs": 64, "num_steps_per_env": 16, "mode": "sweep"}}
     path = space_file(tmp_path, confirm=confirm)
     proc = run(f"space={path}", "run_id=c1", "budget.max_trials=3", f"out={tmp_path / 'reports'}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -228,3 +229,41 @@ def test_a_run_with_a_confirmation_ends_with_the_baseline_comparison(tmp_path: P
         f"payback: saves {usd_text(pay['saving_per_run_usd'])} per training run on equal terms; the study pays for "
         f"itself after {pay['runs_to_pay_back']:.1f} training runs"
     )
+
+
+@pytest.mark.slow
+def test_a_run_with_budget_runs_measures_the_stock_baseline_first_and_says_what_it_cost_in_its_runs(
+    tmp_path: Path,
+) -> None:
+    costs = {(64, 8): 10.0, (64, 16): 30.0, (128, 8): 40.0, (128, 16): 25.0}
+    table = write_yardstick_table(
+        tmp_path / "yardstick.json", {k: {s: v for s in (1, 2, 3)} for k, v in costs.items()}, {1: 20.0, 2: 20.0}
+    )
+    confirm = {"seeds": 2, "top": 1, "baseline": {"num_envs": 128, "num_steps_per_env": 16}}  # mode: stock
+    path = space_file(
+        tmp_path,
+        confirm=confirm,
+        backend_options={"table": str(table), "time_scale": 0.002},
+        budget={"usd": 400.0, "trial_usd": 60.0, "max_trials": 8, "runs": 6},
+    )
+    proc = run(f"space={path}", "run_id=b1", f"out={tmp_path / 'reports'}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run_dir = tmp_path / "reports" / "b1"
+    ends = LedgerView.of(read_rows(run_dir / "ledger.jsonl")).last
+    first = next(t for t in study(run_dir).trials if t.user_attrs.get("baseline_first"))  # numbered after the design
+    assert first.datetime_start == min(t.datetime_start for t in study(run_dir).trials)  # but dispatched first
+    base = ends[first.number]
+    assert base.params["mode"] == "stock" and base.baseline and base.phase == "search"
+    total = sum(metrics(r).usd for r in ends.values())
+    assert total <= 6 * 20.0  # 6 runs of the baseline it measured (20 s each at $1 a second)
+    doc = yaml.safe_load((run_dir / "recommended.yaml").read_text())
+    study_doc = doc["evidence"]["study"]
+    assert study_doc["usd"] == pytest.approx(total) and study_doc["in_baseline_runs"] == pytest.approx(total / 20.0)
+    assert study_doc["budget"] == {"usd": 400.0, "runs": 6.0} and study_doc["ended"]
+    assert doc["evidence"]["vs_baseline"]["baseline_params"]["mode"] == "stock"
+    printed = proc.stdout.splitlines()
+    assert f"study cost: ${total:.4f}, {total / 20.0:.1f} baseline training runs" in proc.stdout
+    assert f"study ended: {study_doc['ended']}" in printed
+    assert "baseline: 128 envs x 16 steps, 4 mini-batches; rsl-rl's own runner, unchanged" in proc.stdout
+    card = (run_dir / "report.html").read_text()
+    assert "Study ended:</b>" in card and f"{total / 20.0:.1f} baseline training runs" in card

@@ -15,7 +15,7 @@ def test_knobs_narrowed_on_the_command_line_drop_the_initial_entries_they_exclud
     cfg, _, _ = run.prepare(["space=locomotion", "knobs.num_envs=[128]", f"out={tmp_path}"])
     assert cfg.knobs.num_envs == [128] and cfg.search.initial == []  # the CPU design's 256 envs no longer fit
     kept, notes = validation.drop_unfit_initial(config.load("locomotion", {}, has_gpu=True))
-    assert notes == [] and len(kept.search.initial) == 3
+    assert notes == [] and len(kept.search.initial) == 2
 
 
 def test_an_initial_design_given_on_the_command_line_must_fit_the_knobs(tmp_path: Path) -> None:

@@ -213,6 +213,8 @@ def describe_params(params: dict[str, Any]) -> str:
     """'4096 envs x 12 steps, 4 mini-batches; flags on: a, b' (flags at their defaults are left out)."""
     text = f"{params.get('num_envs')} envs x {params.get('num_steps_per_env')} steps, "
     text += f"{params.get('num_mini_batches')} mini-batches"
+    if params.get("mode") == "stock":
+        return text + "; rsl-rl's own runner, unchanged"
     flags = changed_flags(params)
     return text + (f"; flags on: {flags}" if flags else "; no perf flags")
 
@@ -227,10 +229,13 @@ def states_text(s: Summary) -> str:
     return ", ".join(f"{n} {state}" for state, n in sorted(s.trials_by_state.items()))
 
 
-def run_text(s: Summary, ledger_path: str | Path = "ledger.jsonl", trainer: str | None = None) -> str:
+def run_text(
+    s: Summary, ledger_path: str | Path = "ledger.jsonl", trainer: str | None = None, ended: str | None = None
+) -> str:
     """The end-of-run summary printed by sweep.run: the decision first (:func:`decision_lines`; ``trainer``: the Isaac
-    Lab trainer line of recommended.yaml), then the trials, why any failed, and the recommended config's best seed."""
-    lines = [f"{label}: {text}" for label, text in decision_lines(s, trainer)]
+    Lab trainer line of recommended.yaml; ``ended``: why the study ended), then the trials, why any failed, and the
+    recommended config's best seed."""
+    lines = [f"{label}: {text}" for label, text in decision_lines(s, trainer, ended)]
     lines.append(f"trials: {states_text(s) or 'none'}")
     failed = failure_line(s, ledger_path)
     lines += [f"failures: {failed}"] if failed else []
@@ -257,18 +262,21 @@ def text_summary(run_dir: str | Path) -> str:
     return run_text(summarize(read_rows(path)), path)
 
 
-def decision_lines(s: Summary, trainer: str | None = None) -> list[tuple[str, str]]:
+def decision_lines(s: Summary, trainer: str | None = None, ended: str | None = None) -> list[tuple[str, str]]:
     """The decision, as (label, sentence) pairs in the order a reader needs them: what to use (and ``trainer``, the
-    Isaac Lab trainer line, when given), its cost to target against the baseline, what the study cost, its payback.
-    The printout and the report's card both lead with these, each said once; without a config that reached the
-    target: the trial that came closest and the study's cost."""
+    Isaac Lab trainer line, when given), its cost to target against the baseline, what the study cost (in baseline
+    runs when compared), its payback, and why the study ended (``ended``, the planner's record, when given). The
+    printout and the report's card both lead with these, each said once; without a config that reached the target:
+    the trial that came closest and the study's cost."""
     rec, pay = s.recommendation, s.payback
+    why = [("study ended", ended)] if ended else []
     if rec is None or pay is None:
-        return [("outcome", f"no trial reached the target; {closest_line(s)}"), ("study cost", study_text(s, None))]
+        outcome = ("outcome", f"no trial reached the target; {closest_line(s)}")
+        return [outcome, ("study cost", study_text(s, None)), *why]
     lines = [("use", describe_params(rec.config.params))]
     lines += [("Isaac Lab trainer", trainer)] if trainer else []
     lines += [("cost to target", cost_text(rec, pay)), ("study cost", study_text(s, pay))]
-    return [*lines, ("payback", payback_text(rec, pay))]
+    return [*lines, ("payback", payback_text(rec, pay)), *why]
 
 
 def cost_text(rec: Recommendation, pay: Payback) -> str:
@@ -291,7 +299,7 @@ def cost_text(rec: Recommendation, pay: Payback) -> str:
     ci = f"95% CI {vs.lo:.2f}-{vs.hi:.2f}" if vs.lo is not None else "no interval: fewer than 2 seeds on a side"
     return text + (
         f"; {'<= ' if low else ''}{vs.ratio:.2f}x the baseline's mean {'>= ' if low else ''}${b.race_mean:.4f} over "
-        f"{nb} seed{'s' if nb != 1 else ''} ({ci})"
+        f"{nb} seed{'s' if nb != 1 else ''} ({ci}; baseline: {describe_params(b.params)})"
     )
 
 

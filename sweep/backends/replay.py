@@ -6,11 +6,20 @@ checkpoint. :func:`replay_trial` is a trial runner (beside :func:`sweep.trial.ru
 rows through the same sink a real trial uses, ends by the same rule (:func:`sweep.contract.end_state`, the
 per-trial cap) and takes time and spend from the record, never from the clock. Used for search-efficiency
 benchmarks and planner tests, never by the main command unless asked (``backend=replay``).
+
+A table's ``trials`` serve the search and the confirmation; its ``baseline_trials`` (when it has them) serve the
+baseline's trials (a stock baseline is recorded apart, with rsl-rl's own runner); its ``held_out_trials`` are never
+served: they are the benchmark's truth, which no replayed study may see. Which recording a trial replays
+(``backend_options.draw``): ``random`` (the default), a random one of its config's recordings, without replacement
+within the study while the table allows (:func:`draw_index`, seeded by ``backend_options.draw_seed``), the same rule
+for every strategy a benchmark compares; ``seed``, the one recorded with the trial's training seed (planner tests
+whose scenario is written per seed).
 """
 
 from __future__ import annotations
 
 import json
+import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -89,9 +98,9 @@ class Recording:
 
 
 @cache
-def recordings(path: str) -> tuple[Recording, ...]:
-    """The recorded trials of the table at ``path`` (:func:`load_table`), typed (cached per path)."""
-    return tuple(Recording.of(t) for t in load_table(path)["trials"])
+def recordings(path: str, section: str = "trials") -> tuple[Recording, ...]:
+    """The recorded trials under ``section`` of the table at ``path`` (:func:`load_table`), typed (cached)."""
+    return tuple(Recording.of(t) for t in load_table(path).get(section, ()))
 
 
 class ReplayBackend(Backend):
@@ -116,7 +125,26 @@ class ReplayBackend(Backend):
         return replay_trial
 
 
-def pick_record(matches: list[Recording], seed: int, earlier: Sequence[int] = ()) -> Recording:
+#: ``backend_options.draw``: how a trial picks among its config's recordings (module docstring).
+DRAWS = ("random", "seed")
+#: The table's key that the replay never serves: recordings on held-out training seeds, the benchmark's truth.
+HELD_OUT = "held_out_trials"
+#: The table's key of the baseline's own recordings (served to the study's baseline trials when present).
+BASELINE = "baseline_trials"
+
+
+def draw_index(n: int, draw_seed: int, key: tuple, k: int) -> int:
+    """Which of a config's ``n`` recordings its ``k``-th trial in a study replays (0-based, in trial order): position
+    ``k % n`` of a random order of the recordings, a new order for each pass through them, seeded by the study's
+    ``draw_seed``, the config (``key``) and the pass. At random per trial, without replacement within a config while
+    the table allows; the same for every strategy that draws through it."""
+    cycle, at = divmod(k, n)
+    order = list(range(n))
+    random.Random(f"{draw_seed}|{key!r}|{cycle}").shuffle(order)
+    return order[at]
+
+
+def pick_record(matches: Sequence[Recording], seed: int, earlier: Sequence[int] = ()) -> Recording:
     """The recording a trial with training ``seed`` replays among a config's repeats: the one recorded with that
     seed if there is one, else repeat ``seed % len(matches)`` (a table holds a few seeds; a study may ask for more).
     ``earlier``: the other seeds the study already ran this config on, in order; a new seed replays a recording
@@ -131,15 +159,21 @@ def pick_record(matches: list[Recording], seed: int, earlier: Sequence[int] = ()
     return matches[used[-1]]
 
 
+def runs_before(out_dir: str | Path | None, key: tuple, trial: int) -> dict[int, int]:
+    """The trials of the config ``key`` that the study in ``out_dir`` ran before trial ``trial``: trial -> training
+    seed, in trial order (from its ledger; none without one)."""
+    path = Path(out_dir) / "ledger.jsonl" if out_dir is not None else None
+    if path is None or not path.is_file():
+        return {}
+    rows = read_rows(path)
+    ran = [r for r in rows if r.trial < trial and r.ran]
+    return {r.trial: r.seed for r in sorted(ran, key=lambda r: r.trial) if TrialParams.identity(r.params) == key}
+
+
 def seeds_before(out_dir: str | Path | None, key: tuple, trial: int) -> list[int]:
     """The training seeds the study in ``out_dir`` ran the config ``key`` on before trial ``trial``, in order (from
     its ledger; none without one)."""
-    path = Path(out_dir) / "ledger.jsonl" if out_dir is not None else None
-    if path is None or not path.is_file():
-        return []
-    rows = read_rows(path)
-    ran = [r for r in rows if r.trial < trial and r.ran]
-    return list(dict.fromkeys(r.seed for r in ran if TrialParams.identity(r.params) == key))
+    return list(dict.fromkeys(runs_before(out_dir, key, trial).values()))
 
 
 def replay_trial(
@@ -173,11 +207,19 @@ def replay_trial(
         sink(final)
         return final
 
+    draw = str(options.get("draw", "random"))
+    if draw not in DRAWS:
+        raise ConfigError(f"backend_options.draw: must be one of {list(DRAWS)} (got {draw!r})")
     key = TrialParams.identity(params)
-    matches = [t for t in recordings(str(options["table"])) if t.key == key]
+    served_from = BASELINE if cfg.baseline and BASELINE in table else "trials"
+    matches = [t for t in recordings(str(options["table"]), served_from) if t.key == key]
     if not matches:
         return end(Progress(), (TrialState.FAILED, EndCause.FAILED, f"no recorded trial for {TrialParams.of(params)}"))
-    record = pick_record(matches, cfg.seed, seeds_before(out_dir, key, trial))
+    earlier = runs_before(out_dir, key, trial)
+    if draw == "seed":
+        record = pick_record(matches, cfg.seed, list(dict.fromkeys(earlier.values())))
+    else:
+        record = matches[draw_index(len(matches), int(options.get("draw_seed", 0)), key, len(earlier))]
     previous_s = 0.0
     for point in record.curve:
         if time_scale > 0:

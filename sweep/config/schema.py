@@ -59,7 +59,14 @@ class Budget:
     """Money limits; the study budget counts every trial, pruned and failed included."""
 
     usd: float = 5.0
-    """Study budget (USD)."""
+    """Study budget (USD); with ``runs`` an upper bound beside it."""
+    runs: float | None = None
+    """Study budget in baseline training runs: the study stops once its billed spend (every trial, search and
+    confirmation, pruned and failed included) reaches this many times the baseline's mean USD to target on equal
+    terms, as ``recommended.yaml``'s ``payback.study_in_baseline_runs`` counts it. Priced once a baseline trial has
+    reached the target (the study then runs the baseline, ``confirm.baseline``, first, with or without a
+    confirmation) and again with each further baseline seed; until then ``usd`` is the only cap, and it stays one
+    after. null: no cap in runs (and the baseline runs in the confirmation only)."""
     trial_usd: float = 0.5
     """Per-trial cap (USD); a trial that has not reached the target by then ends 'capped'."""
     max_trials: int = 100
@@ -116,15 +123,20 @@ class Seeds:
 
 @dataclass(frozen=True)
 class Baseline:
-    """The config a recommendation is compared with (e.g. legged_gym's 4096 x 24 with stock rsl-rl). It need not lie
-    in the space. A base knob left null takes the space's value where the space fixes one (a single choice); a flag
-    left out takes the space's value where the space fixes one, else rsl-rl's behaviour (the catalog default)."""
+    """The config a recommendation is compared with: what a user runs without sweep (e.g. legged_gym's 4096 x 24 with
+    rsl-rl's own runner). It need not lie in the space. A base knob left null takes the space's value where the space
+    fixes one (a single choice); a flag left out takes the space's value where the space fixes one, else rsl-rl's
+    behaviour (the catalog default)."""
 
     num_envs: int | None = None
     num_steps_per_env: int | None = None
     num_mini_batches: int | None = None
     flags: dict[str, Any] = field(default_factory=dict)
-    """Performance flags by name (see sweep.perf.CATALOG)."""
+    """Performance flags by name (see sweep.perf.CATALOG); with ``mode: stock`` only those that act on the
+    simulator's compilation alone (``sweep.perf.STOCK_FLAGS``) may differ from rsl-rl's behaviour."""
+    mode: str = "stock"
+    """How the baseline trains: 'stock' (rsl-rl's own ``OnPolicyRunner.learn``, unchanged: what a user runs without
+    sweep) or 'sweep' (this package's training loop with the flags above, e.g. to compare with its flags off)."""
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,10 @@ def _related(a: str, b: str) -> bool:
     return a == b or a.startswith(b + ".") or b.startswith(a + ".")
 
 
+#: How a baseline trains (``confirm.baseline.mode``): rsl-rl's own runner, or this package's loop.
+BASELINE_MODES = ("stock", "sweep")
+
+
 def confirm_trials(confirm: Confirm) -> int:
     """The most trials a confirmation phase runs: each finalist (the candidates and the baseline) up to its seeds."""
     return (confirm.top + 1) * confirm.seeds if confirm.enabled else 0
@@ -68,7 +72,6 @@ def _validate_confirm(cfg: RunConfig) -> None:
     """The confirmation section: counts, shares, and a baseline every knob of which is known. Its values are checked
     even with the confirmation off (``seeds: 1``): a value that means nothing is refused wherever it stands."""
     from sweep import perf
-    from sweep.contract import RESERVE_MARGIN
 
     where, c = cfg.space, cfg.confirm
     if c.seeds < 1:
@@ -83,9 +86,38 @@ def _validate_confirm(cfg: RunConfig) -> None:
         value = getattr(c.baseline, key)
         if value is not None and value <= 0:
             raise ConfigError(f"{where}: confirm.baseline.{key}: must be a positive integer (got {value})")
-    perf.resolve(dict(c.baseline.flags), key=f"{where}: confirm.baseline.flags")
-    if not c.enabled:
-        return
+    flags = perf.resolve(dict(c.baseline.flags), key=f"{where}: confirm.baseline.flags")
+    if c.baseline.mode not in BASELINE_MODES:
+        raise ConfigError(
+            f"{where}: confirm.baseline.mode: must be one of {list(BASELINE_MODES)} (got {c.baseline.mode!r}): "
+            "'stock' trains with rsl-rl's own runner, 'sweep' with this package's loop"
+        )
+    changed = [n for n in c.baseline.flags if flags[n] != perf.CATALOG[n].default and n not in perf.STOCK_FLAGS]
+    if c.baseline.mode == "stock" and changed:
+        raise ConfigError(
+            f"{where}: confirm.baseline.flags.{changed[0]}: a stock baseline trains with rsl-rl's own runner, "
+            f"unchanged, and this flag changes its training; drop it, or set confirm.baseline.mode=sweep to compare "
+            "with this package's loop"
+        )
+    runs = cfg.budget.runs
+    if runs is not None and not runs > 0:
+        raise ConfigError(f"{where}: budget.runs: must be > 0 baseline runs, or null for no cap in runs (got {runs})")
+    if c.enabled:
+        _validate_confirm_plan(cfg)
+    if c.enabled or runs is not None:  # the study runs the baseline: every knob of it must be known
+        for key in KNOB_NAMES:
+            if getattr(c.baseline, key) is None and len(getattr(cfg.knobs, key)) != 1:
+                raise ConfigError(
+                    f"{where}: confirm.baseline.{key}: the space has several choices {getattr(cfg.knobs, key)}; "
+                    "name the baseline's value"
+                )
+
+
+def _validate_confirm_plan(cfg: RunConfig) -> None:
+    """A confirmation that can run: seeds left for it, and a share of the budget that fits one trial."""
+    from sweep.contract import RESERVE_MARGIN
+
+    where, c = cfg.space, cfg.confirm
     if cfg.search.intensify >= c.seeds:
         # a finalist the search already ran on every seed would get no confirmation trial, and rank as unconfirmed
         raise ConfigError(
@@ -100,12 +132,6 @@ def _validate_confirm(cfg: RunConfig) -> None:
             f"{RESERVE_MARGIN - 1:.0%}); raise the share or the budget, or set confirm.seeds=1",
             keys=("budget.usd", "budget.trial_usd"),
         )
-    for key in KNOB_NAMES:
-        if getattr(c.baseline, key) is None and len(getattr(cfg.knobs, key)) != 1:
-            raise ConfigError(
-                f"{where}: confirm.baseline.{key}: the space has several choices {getattr(cfg.knobs, key)}; "
-                "name the baseline's value"
-            )
 
 
 #: A run folder's name: one plain path component, so that ``out/<run_id>`` stays inside ``out``.

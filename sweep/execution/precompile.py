@@ -54,9 +54,7 @@ def shapes(cfg: RunConfig, backend_knobs: tuple[str, ...]) -> list[tuple[int, di
     """
     variants = backend_variants(cfg, backend_knobs)
     panel = cfg.target.eval_episodes
-    initial = [first_shape(cfg, backend_knobs)] + [
-        _shape_of(entry, cfg, backend_knobs) for entry in cfg.search.initial[1:]
-    ]
+    initial = first_shapes(cfg, backend_knobs)
     n0, knobs0 = initial[0]
     ordered = [(panel, knobs0)]
     for n, knobs in initial[1:]:
@@ -71,9 +69,29 @@ def shapes(cfg: RunConfig, backend_knobs: tuple[str, ...]) -> list[tuple[int, di
     return out
 
 
+def first_shapes(cfg: RunConfig, backend_knobs: tuple[str, ...]) -> list[tuple[int, dict[str, Any]]]:
+    """The training env shapes of the study's first trials, in order: the baseline's when the study runs it first
+    (``budget.runs``), then the ``initial`` entries'; the smallest size's when there are none."""
+    out = [_baseline_shape(cfg, backend_knobs)] if cfg.budget.runs is not None else []
+    out += [_shape_of(entry, cfg, backend_knobs) for entry in cfg.search.initial]
+    return out or [(cfg.knobs.num_envs[0], {})]
+
+
 def first_shape(cfg: RunConfig, backend_knobs: tuple[str, ...]) -> tuple[int, dict[str, Any]]:
-    """The first trial's training env shape: the first ``initial`` entry's, else the smallest size's."""
-    return _shape_of(cfg.search.initial[0], cfg, backend_knobs) if cfg.search.initial else (cfg.knobs.num_envs[0], {})
+    """The first trial's training env shape (:func:`first_shapes`)."""
+    return first_shapes(cfg, backend_knobs)[0]
+
+
+def _baseline_shape(cfg: RunConfig, backend_knobs: tuple[str, ...]) -> tuple[int, dict[str, Any]]:
+    """The baseline's training env shape: its flags, and the space's fixed ones it takes (a stock baseline only
+    those a stock run may carry, as :func:`sweep.planner.space.baseline_params` resolves them)."""
+    base = cfg.confirm.baseline
+    fixed = {
+        name: values[0]
+        for name, values in cfg.knobs.flags.items()
+        if len(values) == 1 and (base.mode == "sweep" or name in perf.STOCK_FLAGS)
+    }
+    return int(base.num_envs or cfg.knobs.num_envs[0]), _knobs({**fixed, **dict(base.flags)}, cfg, backend_knobs)
 
 
 def _shape_of(entry: dict[str, Any], cfg: RunConfig, backend_knobs: tuple[str, ...]) -> tuple[int, dict[str, Any]]:

@@ -15,6 +15,7 @@ from typing import Any
 from sweep.perf.catalog import (
     BACKEND_FLAGS,
     CATALOG,
+    STOCK_FLAGS,
     UPDATE_FLAGS,
     Flag,
     Flags,
@@ -46,6 +47,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "BACKEND_FLAGS",
     "CATALOG",
+    "STOCK_FLAGS",
     "UPDATE_FLAGS",
     "Flag",
     "Flags",

@@ -169,6 +169,9 @@ CATALOG: dict[str, Flag] = {f.name: Flag(f.name, f.default, **f.metadata) for f 
 UPDATE_FLAGS = tuple(name for name, flag in CATALOG.items() if flag.acts_in == "ppo")
 #: Flags that the backend applies.
 BACKEND_FLAGS = tuple(name for name, flag in CATALOG.items() if flag.acts_in == "backend")
+#: Flags a stock run (rsl-rl's own runner, unchanged) may carry: they act on the simulator's compilation alone, which
+#: is one-time and left out of every comparison on equal terms, never on what is trained or how.
+STOCK_FLAGS = ("compile_cache",)
 
 
 def resolve(flags: Mapping[str, Any] | None, key: str = "flags") -> dict[str, Any]:

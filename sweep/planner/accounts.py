@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import sweep.planner.leader as leader
+from sweep.analysis.evidence import config_stats
 from sweep.config import RunConfig
 from sweep.contract import RESERVE_MARGIN, TrialState
 from sweep.ledger import LedgerView, Row, metrics
@@ -103,10 +104,33 @@ class Accounts:
         """Every trial's spend, running ones up to their last row."""
         return sum(metrics(r).usd for r in self.rows.last.values())
 
+    def baseline_run_usd(self) -> float | None:
+        """One baseline training run: the baseline's mean USD to target on equal terms over its counted seeds, as
+        :func:`sweep.analysis.evidence.payback` counts it; None until one of its trials has reached the target."""
+        base = next((c for c in config_stats(self.rows) if c.baseline), None)
+        if base is None or base.n_reached == 0 or not base.race_mean:
+            return None
+        return base.race_mean
+
+    def budget_usd(self) -> float:
+        """The study budget now: ``budget.usd``, or ``budget.runs`` baseline runs once the baseline is priced
+        (:meth:`baseline_run_usd`), whichever is less."""
+        runs = self.cfg.budget.runs
+        unit = self.baseline_run_usd() if runs is not None else None
+        return self.cfg.budget.usd if unit is None else min(self.cfg.budget.usd, runs * unit)
+
+    def budget_text(self) -> str:
+        """The budget that binds now, in words: '6 baseline runs ($0.2412 at the baseline's mean $0.0402)' or
+        '$2'."""
+        runs, usd = self.cfg.budget.runs, self.budget_usd()
+        if runs is None or usd >= self.cfg.budget.usd:
+            return f"${self.cfg.budget.usd:g}"
+        return f"{runs:g} baseline runs (${usd:.4f} at the baseline's mean ${self.baseline_run_usd():.4f})"
+
     def search_budget_usd(self) -> float:
         """What the search may commit: the study budget less the share kept for confirmation."""
         share = self.cfg.confirm.budget_share if self.cfg.confirm.enabled else 0.0
-        return self.cfg.budget.usd * (1.0 - share)
+        return self.budget_usd() * (1.0 - share)
 
     def finished_usd(self) -> float:
         """The spend of the trials that ended."""
@@ -126,7 +150,7 @@ class Accounts:
     def confirm_allowance(self) -> float | None:
         """What the next confirmation trial may spend (:func:`confirm_allowance_usd`)."""
         return confirm_allowance_usd(
-            self.cfg.budget.usd,
+            self.budget_usd(),
             self.finished_usd(),
             self.reserved_usd(),
             self.cfg.budget.trial_usd,

@@ -52,13 +52,15 @@ def estimated_usd(rows: Sequence[Row], target: float) -> float | None:
 
 def evidence(rows: Iterable[Row], skip: set[int], target: float) -> list[tuple[dict[str, Any], float]]:
     """(params, USD estimate) of every search trial in the ledger ``rows`` that ended and trained, trials in ``skip``
-    (running ones, proposals told without running) left out."""
+    (running ones, proposals told without running) and stock runs (rsl-rl's own runner: a stock baseline, no point of
+    the space) left out."""
     by_trial: dict[int, list[Row]] = {}
     for r in rows:
         by_trial.setdefault(r.trial, []).append(r)
     out = []
     for number, trial_rows in by_trial.items():
-        if number in skip or trial_rows[-1].phase != "search":
+        end = trial_rows[-1]
+        if number in skip or end.phase != "search" or end.params.get("mode", "sweep") != "sweep":
             continue
         usd = estimated_usd(trial_rows, target)
         if usd is not None:
@@ -144,6 +146,8 @@ def choose(
 ) -> dict[str, Any] | None:
     """The candidate to pay for next (expected improvement of log cost per expected trial USD), or None while
     the evidence is too thin (:data:`MIN_EVIDENCE`) or there is no candidate."""
+    # a baseline outside the space's choices (it need not lie in the space) teaches the model nothing it can place
+    evidence = [(p, usd) for p, usd in evidence if all(p.get(k) in v for k, v in choices.items() if len(v) > 1)]
     if len(evidence) < MIN_EVIDENCE or not candidates:
         return None
     model = CostModel([encode(p, choices) for p, _ in evidence], [usd for _, usd in evidence])

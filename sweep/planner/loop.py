@@ -116,10 +116,11 @@ class Planner:
         """The study as the searcher reads it: the planner's own containers."""
         self.baseline_params = (
             trial_params(space.trial_config(space.baseline_params(cfg), cfg, profile, cfg.seeds.training, 1.0))
-            if cfg.confirm.enabled
+            if cfg.confirm.enabled or cfg.budget.runs is not None
             else None
         )
-        """The baseline config as the ledger names it (None without a confirmation phase)."""
+        """The baseline config as the ledger names it (None when the study runs no baseline: neither a confirmation
+        phase nor ``budget.runs``)."""
         self.confirmation = confirm.Confirmation(cfg.confirm, self.baseline_params, cfg.seeds.training)
 
     # -- accounting ------------------------------------------------------------------------------
@@ -159,14 +160,24 @@ class Planner:
                 self._stop_running(study, "interrupted by the user (Ctrl-C); billed up to the stop")
                 raise
             finally:
+                study_store.record_end(study, self.why_ended())
                 self.progress(self.status())
         return study
+
+    def why_ended(self) -> str:
+        """Why the study ended (or, while it runs, why it is ending): each change of its phase that said why (the
+        search's end, the confirmation's, a stop: budget spent, Ctrl-C), in order; '' while it goes on."""
+        return "; ".join(dict.fromkeys(why for _, why in self.phase.log if why))
 
     def _measured(self) -> set[tuple]:
         """The configs of the ledger's ended trials that ran, less those cut short through no doing of their config
         (the driver died, the study's end): those measured nothing, so their config may run again."""
         ends = self.rows.last.items()
-        return {TrialParams.identity(r.params) for t, r in ends if t not in self.unrun and not r.by_study}
+        return {
+            TrialParams.identity(r.params)
+            for t, r in ends
+            if t not in self.unrun and not r.by_study and _in_space(r.params)
+        }
 
     def status(self) -> Status:
         """The study now, for the progress display: spend against the budget, trials by state, the best so far and
@@ -174,7 +185,7 @@ class Planner:
         price = self.price.usd_per_hour
         return Status(
             spent_usd=self.accounts.spent_usd(),
-            budget_usd=self.cfg.budget.usd,
+            budget_usd=self.accounts.budget_usd(),
             states={str(getattr(state, "value", state)): n for state, n in self.state_counts().items()},
             stopping=self.phase.why,
             phase="confirm" if self.phase.work is Phase.CONFIRMATION else "search",
@@ -212,7 +223,8 @@ class Planner:
             return False
         if not self.accounts.search_can_start():
             if not self.running and self.cfg.confirm.enabled:
-                self.phase.close("search budget spent (the rest is kept for the confirmation)")
+                share = f"{self.cfg.confirm.budget_share:.0%} of {self.accounts.budget_text()}"
+                self.phase.close(f"search budget spent (the rest, at least {share}, is kept for the confirmation)")
             elif not self.running:
                 self.phase.stop("budget left cannot pay another trial")
             return False
@@ -226,6 +238,10 @@ class Planner:
             return
         repeats = 0
         while self.pool.idle() > 0 and self._may_start(study):
+            if self._baseline_due():
+                if not self._run_baseline(study):
+                    return
+                continue
             proposal = self.searcher.propose(study, self.view)
             if isinstance(proposal, Done):
                 self.phase.close(proposal.reason)
@@ -286,6 +302,29 @@ class Planner:
             return False
         self.phase.close("training seeds exhausted: the next trial's seed would be a held-out seed")
         self._tell_unrun(study, trial, params, self.phase.why, {"seed": 1.0})
+        return True
+
+    def _baseline_due(self) -> bool:
+        """With ``budget.runs`` the study runs the baseline first: its cost to target prices the budget in baseline
+        runs, and the trial is one of the baseline's seeds, which the confirmation runs anyway. Due while no trial of
+        the baseline has run or runs (one the study's end stopped runs again)."""
+        if self.cfg.budget.runs is None or self.baseline_params is None:
+            return False
+        base = TrialParams.identity(self.baseline_params)
+        ran = [r for t, r in self._dispatched().items() if t not in self.unrun and not r.by_study]
+        return not any(TrialParams.identity(r.params) == base for r in ran)
+
+    def _run_baseline(self, study: Any) -> bool:
+        """Run the baseline as a search trial on the next training seed, neither raced nor pruned (it measures the
+        unit of the budget): an Optuna trial with no sampled params. False when the seeds are exhausted."""
+        trial = study_store.new_trial(study)
+        params = TrialParams.of(self.baseline_params).as_dict()
+        if self._seeds_exhausted(study, trial, params):
+            return False
+        trial.set_user_attr("baseline_first", True)
+        trial_cfg = self._search_config(params, trial.number)
+        trial_cfg.race_cap_s = None
+        self._dispatch(trial, trial_cfg, self.cfg.budget.trial_usd)
         return True
 
     def _dispatch(self, trial: Any, trial_cfg: TrialConfig, allowance: float) -> None:
@@ -353,13 +392,13 @@ class Planner:
     def _decide(self, run: Running) -> Verdict:
         if self.phase.now is Phase.OVER:
             return Verdict(STOP, self.phase.why)
-        if not self.cfg.search.prune or run.phase == "confirm":  # a confirmation trial measures the cost to target
-            return GO_ON
+        if not self.cfg.search.prune or run.phase == "confirm" or run.config.baseline:
+            return GO_ON  # a confirmation trial measures the cost to target, a baseline trial the budget's unit
         return self.pruner.decide(run.rows, self.accounts.race_bar_usd())
 
     def _check_budget(self) -> None:
-        if self.accounts.spent_usd() >= self.cfg.budget.usd:
-            self.phase.stop(f"study budget ${self.cfg.budget.usd:g} spent")
+        if self.accounts.spent_usd() >= self.accounts.budget_usd():
+            self.phase.stop(f"study budget {self.accounts.budget_text()} spent")
 
     def _finish(self, study: Any, run: Running, row: Row) -> None:
         study_store.tell_end(study, run.optuna_trial, run.rows, row, self.cfg.target.success)
@@ -435,6 +474,12 @@ class Planner:
     def _write(self, row: Row) -> None:
         self.ledger.append(row)
         self.rows.add(row)
+
+
+def _in_space(params: dict[str, Any]) -> bool:
+    """Whether a ledger row's config can be a point of the search space: a stock run (rsl-rl's own runner, the
+    baseline's) never is, whatever its knobs."""
+    return TrialParams.of(params).mode == "sweep"
 
 
 __all__ = ["Planner"]

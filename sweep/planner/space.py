@@ -35,8 +35,10 @@ def grid_points(cfg: RunConfig, seed: int) -> list[dict[str, Any]]:
 
 
 def baseline_params(cfg: RunConfig) -> dict[str, Any]:
-    """The baseline of ``confirm.baseline`` as a full suggestion (``flags.<name>`` for flags): what it leaves out
-    takes the space's value where the space fixes one, else (flags) the catalog default, rsl-rl's behaviour."""
+    """The baseline of ``confirm.baseline`` as a full suggestion (``flags.<name>`` for flags, and its ``mode``): what
+    it leaves out takes the space's value where the space fixes one, else (flags) the catalog default, rsl-rl's
+    behaviour. A stock baseline (rsl-rl's own runner) takes from the space only the flags a stock run may carry
+    (``perf.STOCK_FLAGS``): a space that fixes a training flag does not change what a user runs without sweep."""
     from sweep import perf
 
     base = cfg.confirm.baseline
@@ -44,9 +46,15 @@ def baseline_params(cfg: RunConfig) -> dict[str, Any]:
     for key in KNOB_NAMES:
         value = getattr(base, key)
         out[key] = int(value if value is not None else getattr(cfg.knobs, key)[0])
-    fixed = {name: values[0] for name, values in cfg.knobs.flags.items() if len(values) == 1}
+    stock = base.mode == "stock"
+    fixed = {
+        name: values[0]
+        for name, values in cfg.knobs.flags.items()
+        if len(values) == 1 and (not stock or name in perf.STOCK_FLAGS)
+    }
     flags = perf.resolve({**fixed, **dict(base.flags)}, key="confirm.baseline.flags")
     out.update({flag_key(name): value for name, value in flags.items()})
+    out["mode"] = base.mode
     return out
 
 
@@ -61,7 +69,8 @@ def trial_config(
     baseline: bool = False,
 ) -> TrialConfig:
     """The TrialConfig a worker runs for these params (``cap_s``, ``race_cap_s``, ``phase``, ``baseline``: see
-    :class:`TrialConfig`), the study's settings for the rest (:func:`sweep.params.trial_config`)."""
+    :class:`TrialConfig`), the study's settings for the rest (:func:`sweep.params.trial_config`; a ``mode`` among the
+    params, the baseline's, picks the runner)."""
     return params_mod.trial_config(
         params,
         backend=cfg.backend,

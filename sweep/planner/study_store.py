@@ -210,6 +210,17 @@ def close_orphans(
         study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
 
 
+#: The study's user attribute that says why it ended (read by the outputs: :func:`sweep.report.export.study_end`).
+ENDED = "ended"
+
+
+def record_end(study: Any, reason: str) -> None:
+    """Keep why the study ended (or was stopped) in the study, for the printout, the card and recommended.yaml; a
+    resumed study records its own end over it."""
+    if reason:
+        study.set_user_attr(ENDED, reason)
+
+
 def started(study: Any) -> int:
     """Trials asked for so far (enqueued ones still waiting are not)."""
     import optuna

@@ -113,6 +113,12 @@ def recommended(run_dir: Path, rows: Iterable[Row]) -> dict[str, Any] | None:
             "price": row.price_label,
             "device": row.device,
             **seeds_evidence(s),
+            "study": {
+                "usd": s.total_usd,
+                "in_baseline_runs": s.payback.study_in_baseline_runs if s.payback is not None else None,
+                "budget": _budget(run_dir),
+                "ended": study_end(run_dir),
+            },
         },
         "checkpoint": _checkpoint_section(run_dir, best, row),
         "trial": asdict(cfg),
@@ -238,6 +244,31 @@ def _checkpoint_section(run_dir: Path, trial: int, row: Row) -> dict[str, Any] |
         "held_out_success": row.success,
         "success_ci95": [row.success_lo, row.success_hi],
     }
+
+
+def study_end(run_dir: str | Path) -> str | None:
+    """Why the study of ``run_dir`` ended, as its planner recorded it in the study (None: a study without the
+    record, or no study)."""
+    db = Path(run_dir) / "study.db"
+    if not db.exists():
+        return None
+    import optuna
+
+    from sweep.planner.study_store import ENDED
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        study = optuna.load_study(study_name="sweep", storage=f"sqlite:///{db.resolve()}")
+    except Exception:  # a damaged or foreign study.db: the outputs are written from the ledger regardless
+        return None
+    return study.user_attrs.get(ENDED)
+
+
+def _budget(run_dir: Path) -> dict[str, Any]:
+    """The study's budget as its config.yaml records it: ``usd`` and ``runs`` (null: no cap in baseline runs)."""
+    path = run_dir / "config.yaml"
+    budget = (yaml.safe_load(path.read_text()) or {}).get("budget", {}) if path.is_file() else {}
+    return {"usd": budget.get("usd"), "runs": budget.get("runs")}
 
 
 def _trial_config(run_dir: Path, trial: int) -> dict[str, Any] | None:

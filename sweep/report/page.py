@@ -37,7 +37,7 @@ from sweep.report.charts import (
     seeds_figure,
     wall_figure,
 )
-from sweep.report.export import trainer_command
+from sweep.report.export import study_end, trainer_command
 
 
 def trials_table(rows: Iterable[Row]) -> Any:
@@ -192,9 +192,10 @@ def render(run_dir: Path, rows: Iterable[Row]) -> str:
         )
     trials, s = trials_table(rows), summarize(rows)
     trainer = trainer_command(run_dir, s.recommended.trial) if s.recommended is not None else None
+    ended = study_end(run_dir)
     return _PAGE.format(
         title=html.escape(f"sweep report: {run_dir.name}"),
-        card=_card_html(s, trainer),
+        card=_card_html(s, trainer, ended),
         figures="\n".join(parts),
         table=_table_html(trials),
         data=html.escape(json.dumps({"trials": len(trials)})),
@@ -208,12 +209,13 @@ def _target(run_dir: Path) -> float | None:
     return float(yaml.safe_load(path.read_text())["target"]["success"]) if path.exists() else None
 
 
-def _card_html(s: Summary, trainer: str | None = None) -> str:
+def _card_html(s: Summary, trainer: str | None = None, ended: str | None = None) -> str:
     """The top card: the decision first (:func:`~sweep.analysis.summary.decision_lines`: what to use, its cost to
-    target against the baseline, what the study cost, its payback), then the recommended config's best seed and the
-    trials; every sentence once. ``trainer``: the Isaac Lab trainer line of recommended.yaml."""
+    target against the baseline, what the study cost and why it ended, its payback), then the recommended config's
+    best seed and the trials; every sentence once. ``trainer``: the Isaac Lab trainer line of recommended.yaml;
+    ``ended``: why the study ended (:func:`sweep.report.export.study_end`)."""
     lines = ['<div class="decision">']
-    for label, text in decision_lines(s, trainer):
+    for label, text in decision_lines(s, trainer, ended):
         body = f"<code>{html.escape(text)}</code>" if label == "Isaac Lab trainer" else html.escape(text)
         key = label.replace(" ", "-").lower()
         lines.append(f'<p class="{key}"><b>{html.escape(label[0].upper() + label[1:])}:</b> {body}</p>')
