@@ -67,6 +67,12 @@ class Budget:
     reached the target (the study then runs the baseline, ``confirm.baseline``, first, with or without a
     confirmation) and again with each further baseline seed; until then ``usd`` is the only cap, and it stays one
     after. null: no cap in runs (and the baseline runs in the confirmation only)."""
+    later_runs: float | None = None
+    """The stop rule: how many later training runs the user expects to make with the recommended config. The search
+    ends once no untried config is expected to pay for its trial: its expected saving per later run (the cost
+    model's, against the leader's mean cost to target) times this is less than the trial's expected cost
+    (docs/methodology.md). A space may use it alone (``runs: null``) or beside ``runs``, which stays a cap. null: no
+    stop rule, the search runs until a cap or every config has run. The shipped spaces set it, with their reason."""
     trial_usd: float = 0.5
     """Per-trial cap (USD); a trial that has not reached the target by then ends 'capped'."""
     max_trials: int = 100

@@ -102,6 +102,12 @@ def _validate_confirm(cfg: RunConfig) -> None:
     runs = cfg.budget.runs
     if runs is not None and not runs > 0:
         raise ConfigError(f"{where}: budget.runs: must be > 0 baseline runs, or null for no cap in runs (got {runs})")
+    later = cfg.budget.later_runs
+    if later is not None and not (math.isfinite(later) and later > 0):
+        raise ConfigError(
+            f"{where}: budget.later_runs: must be a positive number of later training runs, or null for no stop rule "
+            f"(got {later})"
+        )
     if c.enabled:
         _validate_confirm_plan(cfg)
     if c.enabled or runs is not None:  # the study runs the baseline: every knob of it must be known

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -129,12 +130,78 @@ class CostModel:
         return self.mean + self.std * mu, self.std * np.sqrt(var)
 
 
+def _cdf(u: np.ndarray) -> np.ndarray:
+    """The standard normal distribution function, elementwise."""
+    return 0.5 * (1.0 + np.vectorize(math.erf)(np.asarray(u, dtype=float) / math.sqrt(2.0)))
+
+
 def expected_improvement(mu: np.ndarray, sigma: np.ndarray, best: float) -> np.ndarray:
     """Expected amount by which log cost falls below ``best`` (minimizing)."""
     u = (best - mu) / sigma
-    cdf = 0.5 * (1.0 + np.vectorize(math.erf)(u / math.sqrt(2.0)))
     pdf = np.exp(-0.5 * u**2) / math.sqrt(2.0 * math.pi)
-    return (best - mu) * cdf + sigma * pdf
+    return (best - mu) * _cdf(u) + sigma * pdf
+
+
+def expected_saving_usd(mu: np.ndarray, sigma: np.ndarray, best_usd: float) -> np.ndarray:
+    """What one later training run is expected to save, in USD, when a config whose cost is lognormal (log mean
+    ``mu``, log standard deviation ``sigma``) replaces one that costs ``best_usd``: E[max(0, best - cost)]."""
+    u = (math.log(best_usd) - mu) / sigma
+    return best_usd * _cdf(u) - np.exp(mu + 0.5 * sigma**2) * _cdf(u - sigma)
+
+
+def expected_trial_usd(mu: np.ndarray, sigma: np.ndarray, bar_usd: float) -> np.ndarray:
+    """What a trial of such a config is expected to spend on equal terms when it stops at the target or at
+    ``bar_usd`` (its race cap), whichever comes first: E[min(cost, bar)]."""
+    u = (math.log(bar_usd) - mu) / sigma
+    return np.exp(mu + 0.5 * sigma**2) * _cdf(u - sigma) + bar_usd * (1.0 - _cdf(u))
+
+
+@dataclass(frozen=True)
+class Prospect:
+    """The untried config whose trial is expected to pay most over the later training runs, and the figures."""
+
+    params: dict[str, Any]
+    saving_usd: float
+    """Its expected saving per later training run (:func:`expected_saving_usd`) against the best mean so far."""
+    trial_usd: float
+    """What its trial is expected to cost: :func:`expected_trial_usd` plus the one-time costs seen."""
+    later_runs: float
+
+    @property
+    def pays(self) -> bool:
+        """Whether the expected saving over the later runs exceeds the trial's expected cost."""
+        return self.saving_usd * self.later_runs > self.trial_usd
+
+
+def prospect(
+    evidence: list[tuple[dict[str, Any], float]],
+    candidates: list[dict[str, Any]],
+    choices: dict[str, list[Any]],
+    best_usd: float,
+    bar_usd: float,
+    one_time_usd: float,
+    later_runs: float,
+) -> Prospect | None:
+    """The candidate with the highest expected saving over ``later_runs`` later training runs less its trial's
+    expected cost (cost-aware stopping: the study goes on while some trial is expected to pay for itself); None while
+    the evidence is too thin to say (:data:`MIN_EVIDENCE`) or there is no candidate."""
+    evidence = _placeable(evidence, choices)
+    if len(evidence) < MIN_EVIDENCE or not candidates:
+        return None
+    model = CostModel([encode(p, choices) for p, _ in evidence], [usd for _, usd in evidence])
+    mu, sigma = model.predict([encode(p, choices) for p in candidates])
+    saving = expected_saving_usd(mu, sigma, best_usd)
+    cost = expected_trial_usd(mu, sigma, bar_usd) + one_time_usd
+    i = int(np.argmax(saving * later_runs - cost))
+    return Prospect(candidates[i], float(saving[i]), float(cost[i]), later_runs)
+
+
+def _placeable(
+    evidence: list[tuple[dict[str, Any], float]], choices: dict[str, list[Any]]
+) -> list[tuple[dict[str, Any], float]]:
+    """The evidence whose configs lie in the space's choices: a baseline outside them (it need not lie in the space)
+    teaches the model nothing it can place."""
+    return [(p, usd) for p, usd in evidence if all(p.get(k) in v for k, v in choices.items() if len(v) > 1)]
 
 
 def choose(
@@ -146,8 +213,7 @@ def choose(
 ) -> dict[str, Any] | None:
     """The candidate to pay for next (expected improvement of log cost per expected trial USD), or None while
     the evidence is too thin (:data:`MIN_EVIDENCE`) or there is no candidate."""
-    # a baseline outside the space's choices (it need not lie in the space) teaches the model nothing it can place
-    evidence = [(p, usd) for p, usd in evidence if all(p.get(k) in v for k, v in choices.items() if len(v) > 1)]
+    evidence = _placeable(evidence, choices)
     if len(evidence) < MIN_EVIDENCE or not candidates:
         return None
     model = CostModel([encode(p, choices) for p, _ in evidence], [usd for _, usd in evidence])
@@ -160,4 +226,14 @@ def choose(
     return candidates[int(np.argmax(score))]
 
 
-__all__ = ["CostModel", "choose", "encode", "estimated_usd", "evidence"]
+__all__ = [
+    "CostModel",
+    "Prospect",
+    "choose",
+    "encode",
+    "estimated_usd",
+    "evidence",
+    "expected_saving_usd",
+    "expected_trial_usd",
+    "prospect",
+]

@@ -4,7 +4,9 @@
 - :mod:`~sweep.planner.searchers.base`: the seam (:class:`Searcher`, :class:`SearchView`, :class:`Proposal`);
 - :mod:`~sweep.planner.searchers.cost`: ``cost``, expected improvement per dollar;
 - :mod:`~sweep.planner.searchers.samplers`: ``tpe``, ``random``, ``grid``, Optuna's samplers as they are;
-- :mod:`~sweep.planner.searchers.intensify`: the leader's new seeds, around whichever of them runs.
+- :mod:`~sweep.planner.searchers.intensify`: the leader's new seeds, around whichever of them runs;
+- :mod:`~sweep.planner.searchers.payoff`: the search's end once no trial is expected to pay for itself
+  (``budget.later_runs``), around whichever of them runs.
 """
 
 from __future__ import annotations
@@ -15,13 +17,18 @@ from sweep.config import RunConfig, searcher_target
 from sweep.planner.phase import Done, Wait
 from sweep.planner.searchers.base import Proposal, Searcher, SearchView
 from sweep.planner.searchers.intensify import Intensify
+from sweep.planner.searchers.payoff import Payoff
 
 
 def build(cfg: RunConfig) -> Searcher:
-    """The searcher ``search.sampler`` names, its module imported now, with the leader's intensification around it
-    (a pass-through at ``search.intensify`` 1)."""
+    """The searcher ``search.sampler`` names, its module imported now, with the stop rule around it when
+    ``budget.later_runs`` is set, and the leader's intensification around both (a pass-through at
+    ``search.intensify`` 1)."""
     module_name, class_name = searcher_target(cfg.search.sampler).split(":")
-    return Intensify(getattr(importlib.import_module(module_name), class_name)(cfg))
+    inner: Searcher = getattr(importlib.import_module(module_name), class_name)(cfg)
+    if cfg.budget.later_runs is not None:
+        inner = Payoff(inner, cfg.budget.later_runs)
+    return Intensify(inner)
 
 
-__all__ = ["Done", "Intensify", "Proposal", "SearchView", "Searcher", "Wait", "build"]
+__all__ = ["Done", "Intensify", "Payoff", "Proposal", "SearchView", "Searcher", "Wait", "build"]
