@@ -72,8 +72,9 @@ GATE_SIGNALS = {"train_success": "training episodes' success", "on_track": "trai
 #: Phases a trial pays once, whatever it trains; how long they take depends on what ran before it (a warm XLA
 #: cache, imports already done), so trials are compared without them (the ledger's ``race_*`` figures).
 ONE_TIME_PHASES = ("startup", "compile")
-#: Phases of a study, in order: the search, then the confirmation of its finalists on further seeds.
-STUDY_PHASES = ("search", "confirm")
+#: Phases of a study, in order: the search, the throughput probes of the exact flags its leader holds, then the
+#: confirmation of its finalists on further seeds.
+STUDY_PHASES = ("search", "probe", "confirm")
 
 #: A running trial's reservation of the study budget covers its allowance plus an overrun (the cap is checked after
 #: each iteration): the planner reserves it, the config's checks make sure one trial's fits.
@@ -119,6 +120,10 @@ def cap_reached(cfg: TrialConfig, billable_s: float, phases_s: Mapping[str, floa
             "billable s past start-up and compilation)",
         )
     return None
+
+
+#: How a throughput probe ends (``phase='probe'``): after its first round of training, before any held-out pass.
+PROBE_END: Ending = (TrialState.CAPPED, EndCause.PROBE, "throughput probe: one round of training, no held-out pass")
 
 
 def end_state(success: float | None, target: float, answer: str) -> Ending | None:
@@ -186,8 +191,9 @@ class TrialConfig:
     backend_options: dict[str, Any] = field(default_factory=dict)
     """Backend-specific options (e.g. the recorded table of the replay backend)."""
     phase: str = "search"
-    """The study phase the trial belongs to, recorded on its ledger rows: 'search' or 'confirm' (a finalist re-run
-    on a further training seed by the planner's confirmation)."""
+    """The study phase the trial belongs to, recorded on its ledger rows: 'search', 'probe' (a throughput probe: it
+    ends after its first round of training, with no held-out pass) or 'confirm' (a finalist re-run on a further
+    training seed by the planner's confirmation)."""
     baseline: bool = False
     """The trial runs the study's baseline config (recorded on its ledger rows, for the comparison)."""
 

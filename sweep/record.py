@@ -70,6 +70,9 @@ class EndCause(_Text):
     """Its worker died."""
     FAILED = "failed"
     """An exception, a non-finite value, out of memory (the reason says which)."""
+    PROBE = "probe"
+    """A throughput probe, over after its first round of training: it measured env steps per training second, no
+    cost to target (no seed of its config)."""
 
     @property
     def censored(self) -> bool:
@@ -256,8 +259,8 @@ class Row(Progress):
     seed: int = 0
     phase: str = "search"
     """Which phase of the study the trial belongs to (:data:`sweep.contract.STUDY_PHASES`): 'search' (the planner
-    exploring) or 'confirm' (a finalist re-run on a further training seed); rows written before phases existed read
-    as 'search'."""
+    exploring), 'probe' (a throughput probe of an exact flag) or 'confirm' (a finalist re-run on a further training
+    seed); rows written before phases existed read as 'search'."""
     baseline: bool = False
     """The trial ran the study's baseline config (what the recommendation is compared with)."""
     wall_time: float = field(default_factory=time.time)

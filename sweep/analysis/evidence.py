@@ -127,7 +127,8 @@ def _config_stats(view: LedgerView, phase: str | None) -> list[ConfigStat]:
     groups: dict[tuple, list[Row]] = {}
     ends = view.last
     for r in (ends[t] for t in sorted(ends)):
-        if r.state in END_STATES and r.ran and (phase is None or r.phase == phase):
+        # a throughput probe measured no cost to target: no seed of its config
+        if r.state in END_STATES and r.ran and (r.phase == phase if phase is not None else r.phase != "probe"):
             groups.setdefault(TrialParams.identity(r.params), []).append(r)
     stats = []
     for key, members in groups.items():

@@ -29,6 +29,7 @@ from typing import Any
 
 from sweep.backends.base import Backend, Profile, TaskEnv
 from sweep.contract import (
+    PROBE_END,
     EndCause,
     Ending,
     Sink,
@@ -42,7 +43,7 @@ from sweep.contract import (
 from sweep.errors import ConfigError
 from sweep.ledger import Progress, Row, TrialRows, read_rows
 from sweep.params import TrialParams, trial_params
-from sweep.record import recorded_cause
+from sweep.record import PhaseSeconds, recorded_cause
 
 #: Seconds a recorded checkpoint may lie past a cap and still be the cap's own pass (float rounding of the cap,
 #: which the planner derives from a recorded cost: a repeat of the best config is capped at exactly its cost).
@@ -159,6 +160,22 @@ def pick_record(matches: Sequence[Recording], seed: int, earlier: Sequence[int] 
     return matches[used[-1]]
 
 
+def probe_point(point: Progress) -> Progress:
+    """What a throughput probe of a recorded trial measured and is billed: the recording's first round of training
+    with its one-time seconds, less the held-out pass that a probe does not run (no success, no bounds)."""
+    phases = {**point.phases_s.as_dict(), "eval": 0.0}
+    return replace(
+        point,
+        billable_s=max(0.0, point.billable_s - point.phases_s.get("eval", 0.0)),
+        phases_s=PhaseSeconds.of(phases),
+        success=None,
+        success_lo=None,
+        success_hi=None,
+        success_max=None,
+        eval_episodes=0,
+    )
+
+
 def runs_before(out_dir: str | Path | None, key: tuple, trial: int) -> dict[int, int]:
     """The trials of the config ``key`` that the study in ``out_dir`` ran before trial ``trial``: trial -> training
     seed, in trial order (from its ledger; none without one)."""
@@ -220,6 +237,8 @@ def replay_trial(
         record = pick_record(matches, cfg.seed, list(dict.fromkeys(earlier.values())))
     else:
         record = matches[draw_index(len(matches), int(options.get("draw_seed", 0)), key, len(earlier))]
+    if cfg.phase == "probe" and record.curve:
+        return end(probe_point(record.curve[0]), PROBE_END)
     previous_s = 0.0
     for point in record.curve:
         if time_scale > 0:

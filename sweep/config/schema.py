@@ -187,6 +187,11 @@ class Search:
     """Search trials a config runs, each on a new training seed, once it leads the search (the lowest mean cost to
     target on equal terms) before the search tries further configs (>= 1; 1: every config once). The race bar is
     then the leader's mean cost, not one lucky seed's."""
+    probe: bool = False
+    """Hold the exact performance flags the space searches (docs/perf-flags.md: they change nothing learned per env
+    step, only its speed) at their fast setting during the search, and decide each by a throughput probe on the
+    leader's config when the confirmation starts (one round of training, no held-out pass), not by trials to the
+    target. False: they are searched like any knob."""
     initial: list[Any] = field(default_factory=list)
     """Configs tried first (e.g. legged_gym's 4096 x 24), each a mapping of knob values (checked by validate)."""
 

@@ -10,7 +10,10 @@ search the planner re-runs its finalists on further training seeds before it rec
   one from the study's counter (``seeds.training`` + the round's first trial number), so no search trial ever used
   it; a round starts when the previous one has ended;
 - racing (:data:`RACE_RULE`), judged again before every round: a candidate clearly worse than the leader gets no
-  more seeds; the baseline always gets its seeds (it is the comparison).
+  more seeds; the baseline always gets its seeds (it is the comparison);
+- probes first (``search.probe``): the exact flags the search held (:func:`sweep.planner.space.probed_flags`) are
+  decided by throughput probes on the leader's shape (:data:`PROBE_RULE`), and every finalist but the baseline
+  carries the decision; a finalist whose flags change is a new config, with no seed yet.
 
 Everything is derived from the trials' latest rows (running ones included), so a resumed study continues the round
 it was in.
@@ -25,8 +28,8 @@ from typing import Any
 from sweep.analysis.evidence import ConfigStat, config_stats, rank_key
 from sweep.config import Confirm
 from sweep.contract import TrialState
-from sweep.ledger import Row
-from sweep.params import TrialParams
+from sweep.ledger import Row, metrics
+from sweep.params import TrialParams, flag_key
 from sweep.planner.phase import Done, Wait
 
 #: Who stops getting seeds (written into recommended.yaml and docs/methodology.md).
@@ -36,6 +39,16 @@ RACE_RULE = (
     "USD to target on equal terms exceeds race_factor x the leader's or the lower end of its 95% interval lies above "
     "the upper end of the leader's (2 seeds each); the leader and the baseline always get their seeds"
 )
+
+
+#: How a probe decides an exact flag (written into docs/methodology.md).
+PROBE_RULE = (
+    "an exact flag the search held leaves its held setting only when a probe of another setting, on the leader's "
+    "config, trains faster over its first round than the leader's own seeds did over theirs, by more than "
+    "PROBE_MARGIN; a round's throughput varies between seeds of one config by about that much"
+)
+#: How much more throughput (env steps per training second) a probe must measure to move a held flag.
+PROBE_MARGIN = 1.10
 
 
 @dataclass(frozen=True)
@@ -63,10 +76,12 @@ class Plan:
 
 @dataclass(frozen=True)
 class Start:
-    """The confirmation's next trial: which finalist, on which training seed."""
+    """The confirmation's next trial: which finalist (or probe), on which training seed."""
 
     finalist: Finalist
     seed: int
+    probe: bool = False
+    """A throughput probe (``phase='probe'``): one round of training, no held-out pass."""
 
 
 class Confirmation:
@@ -74,32 +89,127 @@ class Confirmation:
     longer change) and the next trial to start. Whether it runs is the study's phase
     (:class:`sweep.planner.phase.StudyPhase`)."""
 
-    def __init__(self, cfg: Confirm, baseline_params: Mapping[str, Any] | None, first_seed: int) -> None:
+    def __init__(
+        self,
+        cfg: Confirm,
+        baseline_params: Mapping[str, Any] | None,
+        first_seed: int,
+        probed: Mapping[str, tuple[Any, tuple[Any, ...]]] | None = None,
+    ) -> None:
         self.cfg, self.baseline_params, self.first_seed = cfg, baseline_params, first_seed
+        self.probed = dict(probed or {})
+        """Flag name -> (the setting the search held it at, the other settings a probe tries)."""
+        self._candidates: list[Finalist] | None = None
         self._finalists: list[Finalist] | None = None
+        self.decisions: list[str] = []
+        """What the probes decided, one sentence per probed flag (once they have ended)."""
+
+    def candidates(self, rows: Iterable[Row]) -> list[Finalist]:
+        """:func:`finalists` of the search's rows, computed once: the finalists before the probes."""
+        if self._candidates is None:
+            assert self.baseline_params is not None
+            self._candidates = finalists(rows, self.baseline_params, self.cfg.top)
+        return self._candidates
 
     def finalists(self, rows: Iterable[Row]) -> list[Finalist]:
-        """:func:`finalists` of the search's rows, computed once."""
+        """The candidates with the probes' decisions (:func:`decide`), computed once every probe has ended."""
         if self._finalists is None:
-            assert self.baseline_params is not None
-            self._finalists = finalists(rows, self.baseline_params, self.cfg.top)
+            rows = list(rows)
+            flags, self.decisions = decide(rows, self.candidates(rows), self.probe_trials(rows), self.probed)
+            self._finalists = [_with_flags(f, flags) for f in self.candidates(rows)]
         return self._finalists
+
+    def probe_trials(self, rows: Iterable[Row]) -> list[Finalist]:
+        """The probes to run: the leader (the first candidate) with one probed flag at one other setting each."""
+        found = self.candidates(rows)
+        if not found or found[0].baseline:
+            return []
+        lead = found[0]
+        out = []
+        for name, (_, others) in self.probed.items():
+            for value in others:
+                params = {**lead.params, flag_key(name): value}
+                out.append(Finalist(TrialParams.identity(params), params))
+        return out
 
     def begin(self, rows: Iterable[Row]) -> Done | None:
         """The search is over: None when there are finalists to confirm, else why there is nothing to confirm."""
-        if self.finalists(rows):
+        if self.candidates(rows):
             return None
         return Done("no config reached the target in the search: nothing to confirm")
 
     def next(self, ends: Mapping[int, Row], rows: Iterable[Row], number: int) -> Start | Wait | Done:
-        """The trial to start as the study's trial ``number`` (:func:`plan` over every dispatched trial's latest row,
-        ``ends``); else :class:`Wait` while the round's last trials run, :class:`Done` once the confirmation is over."""
+        """The trial to start as the study's trial ``number``: a probe not yet run, then (:func:`plan` over every
+        dispatched trial's latest row, ``ends``) the rounds; else :class:`Wait` while the probes or the round's last
+        trials run, :class:`Done` once the confirmation is over."""
+        rows = list(rows)
+        probes = {t: r for t, r in ends.items() if r.phase == "probe" and not r.by_study}
+        probed = {TrialParams.identity(r.params) for r in probes.values()}
+        pending = [p for p in self.probe_trials(rows) if p.key not in probed]
+        if pending:
+            return Start(pending[0], self.first_seed + number, probe=True)
+        if any(r.state == TrialState.RUNNING for r in probes.values()):
+            return Wait("the probes run")
         step = plan(ends, self.finalists(rows), self.cfg.seeds, self.cfg.race_factor)
         if step.done:
-            return Done(step.done)
+            return Done("; ".join([step.done, *self.decisions]))
         if not step.todo:
             return Wait("the round's last trials run")
         return Start(step.todo[0], step.seed if step.seed is not None else self.first_seed + number)
+
+
+def throughput(rows: Iterable[Row], key: tuple, phase: str) -> float | None:
+    """The mean env steps per training second of config ``key``'s trials of ``phase`` over their first round (each
+    trial's first row); None when none has one."""
+    first: dict[int, Row] = {}
+    for r in rows:
+        if r.phase == phase and TrialParams.identity(r.params) == key and r.env_steps > 0:
+            first.setdefault(r.trial, r)
+    sps = [metrics(r).throughput_sps for r in first.values()]
+    return sum(sps) / len(sps) if sps else None
+
+
+def decide(
+    rows: list[Row],
+    candidates: list[Finalist],
+    probes: list[Finalist],
+    probed: Mapping[str, tuple[Any, tuple[Any, ...]]],
+) -> tuple[dict[str, Any], list[str]]:
+    """Each probed flag's setting by :data:`PROBE_RULE` (name -> value), and a sentence per flag saying why."""
+    if not probes:
+        return {}, []
+    held = throughput(rows, candidates[0].key, "search")
+    out: dict[str, Any] = {}
+    said = []
+    for name, (value, others) in probed.items():
+        tried = {}
+        for p in probes:
+            setting = p.params[flag_key(name)]
+            if setting in others:
+                sps = throughput(rows, p.key, "probe")
+                if sps is not None:
+                    tried[setting] = sps
+        best = max(tried, key=lambda s: tried[s], default=None)
+        moved = held is not None and best is not None and tried[best] > PROBE_MARGIN * held
+        out[name] = best if moved else value
+        shown = ", ".join(f"{_text(s)} {sps:.4g}" for s, sps in tried.items())
+        said.append(
+            f"probe: {name} {_text(out[name])} (env steps/s over the first round: held {_text(value)} "
+            f"{held or 0.0:.4g}, {shown or 'no probe ended'})"
+        )
+    return out, said
+
+
+def _text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _with_flags(f: Finalist, flags: Mapping[str, Any]) -> Finalist:
+    """A finalist with the probes' flag settings (the baseline keeps its own)."""
+    if f.baseline or not flags:
+        return f
+    params = {**f.params, **{flag_key(name): value for name, value in flags.items()}}
+    return Finalist(TrialParams.identity(params), params)
 
 
 def finalists(rows: Iterable[Row], baseline_params: Mapping[str, Any], top: int) -> list[Finalist]:
@@ -162,7 +272,7 @@ def _members(ends: Mapping[int, Row], finals: list[Finalist], seeds: int, factor
     trials (those the study's end stopped left out)."""
     ran: dict[tuple, int] = {}
     for r in ends.values():
-        if r.ran and not r.by_study:
+        if r.ran and not r.by_study and r.phase != "probe":
             key = TrialParams.identity(r.params)
             ran[key] = ran.get(key, 0) + 1
     stats = {c.key: c for c in config_stats(list(ends.values()))}
@@ -170,4 +280,17 @@ def _members(ends: Mapping[int, Row], finals: list[Finalist], seeds: int, factor
     return tuple(f for f in finals if f.key not in out and ran.get(f.key, 0) < seeds)
 
 
-__all__ = ["RACE_RULE", "Confirmation", "Finalist", "Plan", "Start", "finalists", "out_of_race", "plan"]
+__all__ = [
+    "PROBE_MARGIN",
+    "PROBE_RULE",
+    "RACE_RULE",
+    "Confirmation",
+    "Finalist",
+    "Plan",
+    "Start",
+    "decide",
+    "finalists",
+    "out_of_race",
+    "plan",
+    "throughput",
+]

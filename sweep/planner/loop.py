@@ -121,7 +121,9 @@ class Planner:
         )
         """The baseline config as the ledger names it (None when the study runs no baseline: neither a confirmation
         phase nor ``budget.runs``)."""
-        self.confirmation = confirm.Confirmation(cfg.confirm, self.baseline_params, cfg.seeds.training)
+        self.confirmation = confirm.Confirmation(
+            cfg.confirm, self.baseline_params, cfg.seeds.training, space.probed_flags(cfg)
+        )
 
     # -- accounting ------------------------------------------------------------------------------
     def state_counts(self) -> dict[str, int]:
@@ -136,7 +138,7 @@ class Planner:
         study = study_store.open_study(self.run_dir, self.searcher)
         study_store.close_orphans(study, self.rows, self.cfg, self.price, self.heartbeat_path, self._append_closed)
         self.tried.update(self._measured())
-        if any(r.phase == "confirm" for r in self.rows):  # a resumed study goes on confirming
+        if any(r.phase != "search" for r in self.rows):  # a resumed study goes on probing or confirming
             self.phase.confirm()
         with LedgerWriter(self.ledger_path) as ledger:
             self.ledger = ledger
@@ -176,7 +178,7 @@ class Planner:
         return {
             TrialParams.identity(r.params)
             for t, r in ends
-            if t not in self.unrun and not r.by_study and _in_space(r.params)
+            if t not in self.unrun and not r.by_study and space.in_space(r.params)
         }
 
     def status(self) -> Status:
@@ -361,8 +363,9 @@ class Planner:
             trial = study_store.new_trial(study)
             cap_s = seconds(allowance, self.price.usd_per_hour)
             f = start.finalist
+            phase = "probe" if start.probe else "confirm"
             trial_cfg = space.trial_config(
-                f.params, self.cfg, self.profile, start.seed, cap_s, phase="confirm", baseline=f.baseline
+                f.params, self.cfg, self.profile, start.seed, cap_s, phase=phase, baseline=f.baseline
             )
             self._dispatch(trial, trial_cfg, allowance)
 
@@ -392,7 +395,7 @@ class Planner:
     def _decide(self, run: Running) -> Verdict:
         if self.phase.now is Phase.OVER:
             return Verdict(STOP, self.phase.why)
-        if not self.cfg.search.prune or run.phase == "confirm" or run.config.baseline:
+        if not self.cfg.search.prune or run.phase != "search" or run.config.baseline:
             return GO_ON  # a confirmation trial measures the cost to target, a baseline trial the budget's unit
         return self.pruner.decide(run.rows, self.accounts.race_bar_usd())
 
@@ -474,12 +477,6 @@ class Planner:
     def _write(self, row: Row) -> None:
         self.ledger.append(row)
         self.rows.add(row)
-
-
-def _in_space(params: dict[str, Any]) -> bool:
-    """Whether a ledger row's config can be a point of the search space: a stock run (rsl-rl's own runner, the
-    baseline's) never is, whatever its knobs."""
-    return TrialParams.of(params).mode == "sweep"
 
 
 __all__ = ["Planner"]

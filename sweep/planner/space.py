@@ -12,10 +12,34 @@ from sweep.params import TrialParams, flag_key, trial_params
 
 
 def choices(cfg: RunConfig) -> dict[str, list[Any]]:
-    """Every searchable parameter name -> its choices (fixed ones have a single choice)."""
+    """Every searchable parameter name -> its choices (fixed ones have a single choice); a flag the search holds
+    (:func:`probed_flags`) has its held setting only."""
     out: dict[str, list[Any]] = {k: list(getattr(cfg.knobs, k)) for k in KNOB_NAMES}
     out.update({flag_key(name): list(values) for name, values in cfg.knobs.flags.items()})
+    out.update({flag_key(name): [held] for name, (held, _) in probed_flags(cfg).items()})
     return out
+
+
+def probed_flags(cfg: RunConfig) -> dict[str, tuple[Any, tuple[Any, ...]]]:
+    """With ``search.probe``: the exact flags (docs/perf-flags.md: nothing learned per env step changes) that the
+    space gives several settings and that have a fast setting among them (``perf.all_on(exact_only=True)``): name ->
+    (that setting, which the search holds, the space's other settings, which a probe tries on the leader's shape)."""
+    if not cfg.search.probe:
+        return {}
+    from sweep import perf
+
+    fast = perf.all_on(exact_only=True)
+    return {
+        name: (fast[name], tuple(v for v in values if v != fast[name]))
+        for name, values in cfg.knobs.flags.items()
+        if len(values) > 1 and name in fast and fast[name] in values
+    }
+
+
+def in_space(params: dict[str, Any]) -> bool:
+    """Whether a ledger row's config can be a point of the search space: a stock run (rsl-rl's own runner, the
+    baseline's) never is, whatever its knobs."""
+    return TrialParams.of(params).mode == "sweep"
 
 
 def suggest(trial: Any, cfg: RunConfig) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from sweep import checkpoints, perf
 from sweep.backends import get_backend
 from sweep.backends.base import resolve_device
 from sweep.contract import (
+    PROBE_END,
     EndCause,
     Ending,
     Sink,
@@ -249,6 +250,8 @@ def train(cfg: TrialConfig, built: Built, clock: PhaseClock, log: TrialLog) -> R
             train_success=getattr(built.trainer, "train_success", lambda: None)(),
             on_track=built.env.on_track_share(ON_TRACK_MIN_STEPS),
         )
+        if cfg.phase == "probe":  # a throughput probe measures one round of training, nothing else
+            return log.end(PROBE_END)
         capped = cap_reached(cfg, clock.billable_s(), clock.seconds)
         # the cap's pass always runs: nothing goes unevaluated
         if capped or pass_due(getattr(log.progress, cfg.eval_gate_signal), cfg.eval_gate):
