@@ -127,3 +127,42 @@ def test_the_flags_object_has_a_field_per_catalog_flag_with_its_default_and_reso
     assert perf.Flags.of(flags) is flags  # a resolved object passes through every layer as it is
     with pytest.raises(ConfigError, match="unknown flag"):
         perf.Flags.of({"warp_drive": True})
+
+
+def held_out_curve(flags: dict, rounds: int = 3) -> list[tuple]:
+    """A tiny real trial's held-out passes (rate and bounds) and training return over its first ``rounds``
+    checkpoints, flags ``flags`` (the training seed fixed)."""
+    from sweep.contract import CONTINUE, STOP
+    from sweep.trial import runner
+    from tests.helpers import tiny_trial
+
+    rows = []
+
+    def sink(row) -> str:
+        rows.append(row)
+        return STOP if len(rows) >= rounds else CONTINUE
+
+    runner.run_trial(tiny_trial(flags={"compile_cache": True, **flags}, eval_every_steps=64), sink)
+    return [(r.success, r.success_lo, r.success_hi, r.success_max, r.mean_return) for r in rows[:rounds]]
+
+
+@pytest.fixture(scope="module")
+def held_out_off() -> list[tuple]:
+    return held_out_curve({})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", EXACT)
+def test_exact_flags_keep_the_held_out_curve(name: str, held_out_off: list[tuple]) -> None:
+    """What lets a throughput probe decide an exact flag (``search.probe``): the same held-out curve for a fixed seed.
+    A bitwise flag gives it exactly; one exact to a tolerance gives the same first pass and a training return within
+    it, after which the rounding compounds, as any change of float summation order does."""
+    flag = perf.CATALOG[name]
+    curve = held_out_curve({name: 8 if name == "critic_chunk" else flag.choices[-1]})
+    returns = [(a[-1], b[-1]) for a, b in zip(curve, held_out_off, strict=True) if None not in (a[-1], b[-1])]
+    if flag.tolerance == "bitwise":
+        assert [c[:-1] for c in curve] == [c[:-1] for c in held_out_off], name
+        assert all(a == b for a, b in returns), name
+    else:
+        assert curve[0][:-1] == held_out_off[0][:-1], name
+        assert returns[0][0] == pytest.approx(returns[0][1], rel=RTOL), name

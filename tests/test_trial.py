@@ -195,3 +195,15 @@ def test_ledger_keeps_rows_when_the_trial_process_is_killed(tmp_path: Path) -> N
     rows = read_rows(ledger)
     assert len(rows) >= 2 and all(r.state == "running" for r in rows)
     assert [r.iteration for r in rows] == sorted(r.iteration for r in rows)
+
+
+@pytest.mark.slow
+def test_a_probe_trains_one_round_and_runs_no_held_out_pass(tmp_path: Path) -> None:
+    rows = []
+    final = runner.run_trial(tiny(phase="probe"), lambda r: rows.append(r) or CONTINUE, out_dir=tmp_path)
+    cfg = tiny()
+    assert rows == [final] and final.cause == EndCause.PROBE and final.phase == "probe"
+    assert final.iteration == cfg.eval_every
+    assert final.env_steps == cfg.eval_every * cfg.num_envs * cfg.num_steps_per_env
+    assert final.eval_episodes == 0 and final.success is None and final.phases_s.get("eval", 0.0) == 0.0
+    assert metrics(final).throughput_sps > 0
