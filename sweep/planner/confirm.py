@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sweep.analysis.evidence import ConfigStat, config_stats, rank_key
+from sweep.analysis.evidence import ConfigStat, config_stats, rank_key, ratio_interval
 from sweep.config import Confirm
 from sweep.contract import TrialState
 from sweep.ledger import Row, metrics
@@ -37,7 +37,9 @@ RACE_RULE = (
     "after each round, a candidate gets no more seeds when the leader (the best finalist so far) has only seeds "
     "that reached and it has one that stopped before the target, or when it has at least 2 seeds and either its mean "
     "USD to target on equal terms exceeds race_factor x the leader's or the lower end of its 95% interval lies above "
-    "the upper end of the leader's (2 seeds each); the leader and the baseline always get their seeds"
+    "the upper end of the leader's (2 seeds each); the baseline gets no more seeds once the verdict against it is "
+    "decided (2 seeds each and the 95% interval of leader / baseline wholly below or wholly above 1), and the leader "
+    "none once that verdict is decided and no other candidate is left in the race"
 )
 
 
@@ -241,7 +243,30 @@ def out_of_race(stats: Mapping[tuple, ConfigStat], finals: list[Finalist], facto
             out[f.key] = f"mean ${c.race_mean:.4f} > {factor:g} x the leader's ${lead:.4f}"
         elif len(c.race_usd) >= 2 and len(leader.race_usd) >= 2 and (c.race_lo or 0.0) > (leader.race_hi or 0.0):
             out[f.key] = f"95% interval from ${c.race_lo:.4f} lies above the leader's, to ${leader.race_hi:.4f}"
-    return out
+    return out | decided(stats, finals, out)
+
+
+def decided(stats: Mapping[tuple, ConfigStat], finals: list[Finalist], out: Mapping[tuple, str]) -> dict[tuple, str]:
+    """The baseline and the leader once the verdict between them is decided (:data:`RACE_RULE`), each with why: more
+    seeds of either would not change it, and the leader's would not change the order either when no other candidate
+    is left in the race."""
+    base = next((stats.get(f.key) for f in finals if f.baseline), None)
+    racing = [stats[f.key] for f in finals if not f.baseline and f.key in stats and f.key not in out]
+    racing = [c for c in racing if c.race_mean is not None]
+    if base is None or not racing:
+        return {}
+    lead = min(racing, key=rank_key)
+    if lead.censored or base.censored or len(lead.race_usd) < 2 or len(base.race_usd) < 2:
+        return {}
+    ratio, lo, hi = ratio_interval(lead.race_usd, base.race_usd)
+    if lo is None or hi is None or lo <= 1.0 <= hi:
+        return {}
+    side = "below" if hi < 1 else "above"
+    why = f"verdict decided: leader / baseline {ratio:.2f} (95% interval {lo:.2f}-{hi:.2f}) lies {side} 1"
+    done = {base.key: why}
+    if len(racing) == 1:
+        done[lead.key] = why
+    return done
 
 
 def plan(ends: Mapping[int, Row], finals: list[Finalist], seeds: int, factor: float) -> Plan:
@@ -263,7 +288,11 @@ def plan(ends: Mapping[int, Row], finals: list[Finalist], seeds: int, factor: fl
             return Plan(seed, ())
     members = _members(ends, finals, seeds, factor)
     if not members:
-        return Plan(None, (), f"confirmation complete: every finalist in the race has {seeds} seeds")
+        return Plan(
+            None,
+            (),
+            f"confirmation complete: every finalist has {seeds} seeds, has left the race or has its verdict decided",
+        )
     return Plan(None, members)
 
 
