@@ -192,6 +192,10 @@ class Search:
     step, only its speed) at their fast setting during the search, and decide each by a throughput probe on the
     leader's config when the confirmation starts (one round of training, no held-out pass), not by trials to the
     target. False: they are searched like any knob."""
+    prior: str = ""
+    """A warm start: the run folder of an earlier study of the same task on the same kind of device. Its search and
+    confirmation trials teach the cost model from the first proposal (their seconds at this study's price); they are
+    no seeds of this study's configs. '': none."""
     initial: list[Any] = field(default_factory=list)
     """Configs tried first (e.g. legged_gym's 4096 x 24), each a mapping of knob values (checked by validate)."""
 

@@ -7,6 +7,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import fields, is_dataclass, replace
+from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
 from sweep.config import KNOB_NAMES, Confirm, RunConfig
@@ -276,6 +277,11 @@ def _validate(cfg: RunConfig) -> RunConfig:
     for key, value in positive.items():
         if not value > 0:
             raise ConfigError(f"{where}: {key}: must be > 0 (got {value})")
+    if cfg.search.prior and not (Path(cfg.search.prior).expanduser() / "ledger.jsonl").is_file():
+        raise ConfigError(
+            f"{where}: search.prior: {cfg.search.prior} holds no ledger.jsonl; give the run folder of an earlier "
+            "study of the same task (reports/<run_id>)"
+        )
     if not 0 < cfg.target.success <= 1:
         raise ConfigError(f"{where}: target.success: must be in (0, 1] (got {cfg.target.success})")
     if not 0 <= cfg.target.eval_gate < cfg.target.success:

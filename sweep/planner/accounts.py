@@ -93,6 +93,12 @@ class Accounts:
         """The most a trial of this study has paid for start-up and compilation (reserved on top of the best)."""
         return max((usd(metrics(r).one_time_s, self.usd_per_hour) for r in self.rows.last.values()), default=0.0)
 
+    def mean_one_time_usd(self) -> float:
+        """What a trial of this study has paid for start-up and compilation on average (what the next is expected to
+        pay; reservations keep the most, :meth:`one_time_usd`)."""
+        paid = [usd(metrics(r).one_time_s, self.usd_per_hour) for r in self.rows.last.values() if r.ran and r.ended]
+        return sum(paid) / len(paid) if paid else 0.0
+
     def allowance(self) -> float:
         """What a new search trial may spend: its cap, or (pruning) the race bar on equal terms plus one-time costs."""
         bar = self.race_bar_usd()

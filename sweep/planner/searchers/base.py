@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
+import sweep.planner.acquisition as acquisition
+import sweep.planner.prior as prior
 import sweep.planner.space as space
 from sweep.config import RunConfig
 from sweep.params import TrialParams
@@ -70,6 +72,15 @@ class SearchView:
     def untaught(self) -> set[int]:
         """Trials whose rows teach nothing yet: running, or told without running."""
         return set(self.running) | set(self.unrun)
+
+    def evidence(self) -> list[tuple[dict[str, Any], float]]:
+        """What the cost model learns from: (params, USD estimate) of every search trial of the study that ended
+        (:func:`sweep.planner.acquisition.evidence`), and with ``search.prior`` those of the earlier study
+        (:mod:`sweep.planner.prior`)."""
+        own = acquisition.evidence(self.rows, self.untaught(), self.cfg.target.success)
+        if not self.cfg.search.prior:
+            return own
+        return own + list(prior.evidence(self.cfg.search.prior, self.accounts.usd_per_hour, self.cfg.target.success))
 
     def untried(self, salt: int) -> list[dict[str, Any]]:
         """Every feasible config not yet run, as suggestions, in an order shuffled by the sampler seed and ``salt``."""

@@ -19,7 +19,7 @@ class CostSearcher(Searcher):
     def propose(self, study: Any, view: SearchView) -> Proposal:
         if study_store.queued(study):
             return self.ask(study)
-        evidence = acquisition.evidence(view.rows, view.untaught(), self.cfg.target.success)
+        evidence = view.evidence()
         candidates = view.untried(len(view.rows))
         best, one_time = view.accounts.best_usd(), view.accounts.one_time_usd()
         return self.ask(study, acquisition.choose(evidence, candidates, space.choices(self.cfg), best, one_time))

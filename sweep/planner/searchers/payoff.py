@@ -60,12 +60,12 @@ class Payoff(Searcher):
         bar = view.accounts.race_bar_usd() if cfg.search.prune else None
         cap = view.accounts.allowance() if bar is None else bar
         found = acquisition.prospect(
-            acquisition.evidence(view.rows, view.untaught(), cfg.target.success),
+            view.evidence(),
             view.untried(len(view.rows)),
             space.choices(cfg),
             lead.race_mean,
             cap,
-            view.accounts.one_time_usd(),
+            view.accounts.mean_one_time_usd(),
             self.later_runs,
         )
         if found is None or found.pays:
