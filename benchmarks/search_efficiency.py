@@ -56,17 +56,21 @@ from sweep.backends.replay import BASELINE, HELD_OUT, draw_index, load_table
 from sweep.config import validation
 from sweep.contract import one_time_s
 from sweep.execution.inline import InlinePool
-from sweep.ledger import LedgerView, Row, metrics, read_rows
+from sweep.ledger import LedgerView, LedgerWriter, Row, metrics, read_rows
 from sweep.params import TrialParams, flag_name, named_flags
 from sweep.planner.loop import Planner
 from sweep.prices import resolve
 
 PRICE = resolve("custom", usd_per_hour=3600.0)  # 1 billable second = $1: figures read as seconds too
 USD_PER_S = PRICE.usd_per_hour / 3600.0
-#: The planner's stop rule, as config overrides that turn it on with no cap in runs; None while the planner has none
-#: (then no stop-rule line is printed).
-STOP_RULE: dict[str, Any] | None = None
+#: The line of the planner with its stop rule alone (``budget.later_runs``, the GPU space's or ``--later-runs``): no
+#: cap in runs and no budget in USD, as config overrides on top of the planner's settings; None: no such line.
+STOP_RULE: dict[str, Any] | None = {"budget.runs": None}
 STRATEGIES = ("planner-cost", "planner", "random", "asha")
+#: The overrides that mark a line warm-started (``--prior``): each study first runs the planner's study of the same
+#: budget with draw seed ``PRIOR_SEED`` + its own, and starts from that study's run folder (``search.prior``).
+PRIOR: dict[str, Any] = {"search.prior": "earlier study"}
+PRIOR_SEED = 1000
 
 
 def subset(table: dict[str, Any], num_envs: set[int]) -> dict[str, Any]:
@@ -200,7 +204,8 @@ def run_planner(
     """One study with the real planner (``initial``: the design it starts on); returns its ledger rows. ``seed``
     seeds the sampler and the drawing of recordings. ``args``: ``target``, ``budget`` (USD), ``trial_cap`` (USD),
     ``max_trials``; optionally ``budget_runs`` (the planner's), ``confirm`` (seeds per finalist), ``confirm_top``,
-    ``confirm_share``, ``baseline_params``, ``race_slack``, ``intensify``, ``overrides`` (dotted keys) and ``draw``
+    ``confirm_share``, ``baseline_params``, ``race_slack``, ``intensify``, ``probe``, ``later_runs`` (the stop rule,
+    None: none), ``overrides`` (dotted keys) and ``draw``
     (``seed``: each trial replays its own seed's recording, for planner tests written per seed; never the yardstick's
     rule)."""
     flags = named_flags(space)
@@ -223,7 +228,13 @@ def run_planner(
         },
         "target": {"success": args.target},
         "price": {"gpu": "custom", "usd_per_hour": PRICE.usd_per_hour},
-        "budget": {"usd": args.budget, "trial_usd": args.trial_cap, "max_trials": args.max_trials, "runs": runs},
+        "budget": {
+            "usd": args.budget,
+            "trial_usd": args.trial_cap,
+            "max_trials": args.max_trials,
+            "runs": runs,
+            "later_runs": getattr(args, "later_runs", None) if ours else None,
+        },
         "constraints": {"max_update_period_s": 10.0},
         "seeds": {"sampler": seed, "training": 1},
         "search": {
@@ -231,6 +242,7 @@ def run_planner(
             "prune": ours,
             "race_slack": getattr(args, "race_slack", None) or config_mod.Search.race_slack,
             "intensify": (getattr(args, "intensify", None) or config_mod.Search.intensify) if ours else 1,
+            "probe": bool(getattr(args, "probe", False)) and ours,
             "initial": initial or [],
         },
         "run_id": f"{strategy}-{seed}",
@@ -536,8 +548,10 @@ def main() -> None:
     parser.add_argument("--initial-from", default="", help="a space file: also the planner on its initial design")
     parser.add_argument("--race-slack", type=float, default=None, help="the planner's (default: the GPU space's)")
     parser.add_argument("--intensify", type=int, default=None, help="the planner's (default: the GPU space's)")
+    parser.add_argument("--later-runs", type=float, default=None, help="its stop rule's (default: the GPU space's)")
     parser.add_argument("--confirm", type=int, default=None, help="seeds per finalist (default: the GPU space's)")
     parser.add_argument("--num-envs", type=env_counts, default=None, help="replay only these env counts")
+    parser.add_argument("--prior", action="store_true", help="also the planner warm-started from an earlier study")
     args = parser.parse_args()
     table = load_table(args.table)
     scratch = tempfile.TemporaryDirectory()
@@ -552,6 +566,8 @@ def main() -> None:
     gpu = config_mod.load("locomotion", {}, has_gpu=True)  # the planner as sweep.run runs it on a GPU
     args.race_slack = args.race_slack or gpu.search.race_slack
     args.intensify = args.intensify or gpu.search.intensify
+    args.later_runs = args.later_runs or gpu.budget.later_runs
+    args.probe = gpu.search.probe
     args.confirm = args.confirm or gpu.confirm.seeds
     args.confirm_top, args.confirm_share = gpu.confirm.top, gpu.confirm.budget_share
     args.baseline_params = baseline_params(table)
@@ -571,7 +587,9 @@ def main() -> None:
         f"budget and study is counted in it); per-trial cap {args.trial_cap_runs:g} runs ({args.trial_cap:.1f} s)"
     )
     print(
-        f"planner: sampler cost, race_slack {args.race_slack:g}, intensify {args.intensify}, confirmation on "
+        f"planner: sampler cost, race_slack {args.race_slack:g}, intensify {args.intensify}, exact flags "
+        f"{'probed' if args.probe else 'searched'}, stop rule "
+        f"{'off' if args.later_runs is None else f'at {args.later_runs:g} later runs'}, confirmation on "
         f"{args.confirm} seeds of {args.confirm_top} finalists and the baseline (budget_share {args.confirm_share:g}); "
         "no initial design, no prior"
     )
@@ -588,7 +606,14 @@ def main() -> None:
         print(f"planner-cost+initial starts on {args.initial_from}'s initial design, reduced to the table: {design}")
         for budget in args.budget_runs:
             lines.append(("planner-cost", f"planner-cost+initial budget {budget:g} runs", budget, None, design))
-    if STOP_RULE is not None and "planner-cost" in chosen:
+    if args.prior:
+        print(
+            "planner-cost+prior starts warm from an earlier study of the same table (search.prior): the planner's "
+            f"study at the same budget with draw seed {PRIOR_SEED} + its own"
+        )
+        for budget in args.budget_runs:
+            lines.append(("planner-cost", f"planner-cost+prior budget {budget:g} runs", budget, PRIOR, None))
+    if STOP_RULE is not None and args.later_runs is not None and "planner-cost" in chosen:
         lines.append(("planner-cost", "planner-cost stop rule", None, STOP_RULE, None))
     verdicts = []
     for strategy, label, budget, overrides, design in lines:
@@ -621,14 +646,39 @@ def study(
         run = run_random if strategy == "random" else run_asha
         return stretches_study(run(table, rep, budget_usd, args.trial_cap, args.target))
 
+    if overrides is PRIOR:  # a warm start: the earlier study's ledger in a run folder of its own
+        earlier = study_rows(table, args, space, strategy, budget_runs, None, design, PRIOR_SEED + rep)
+        with tempfile.TemporaryDirectory() as folder:
+            with LedgerWriter(Path(folder) / "ledger.jsonl") as ledger:
+                for row in earlier:
+                    ledger.append(row)
+            return planner_study(
+                study_rows(table, args, space, strategy, budget_runs, {"search.prior": folder}, design, rep)
+            )
+    return planner_study(study_rows(table, args, space, strategy, budget_runs, overrides, design, rep))
+
+
+def study_rows(
+    table: dict[str, Any],
+    args: Any,
+    space: dict[str, list],
+    strategy: str,
+    budget_runs: float | None,
+    overrides: dict[str, Any] | None,
+    design: list | None,
+    rep: int,
+) -> list[Row]:
+    """The ledger rows of one planner study (:func:`study`'s arguments)."""
+
     class Run:  # the planner prices budget.runs itself, from the baseline it runs first
         target, trial_cap, max_trials, budget = args.target, args.trial_cap, args.max_trials, 1e9
         confirm, confirm_top, confirm_share = args.confirm, args.confirm_top, args.confirm_share
         baseline_params, race_slack, intensify = args.baseline_params, args.race_slack, args.intensify
+        later_runs, probe = args.later_runs, args.probe
 
     Run.budget_runs = budget_runs
     Run.overrides = overrides
-    return planner_study(run_planner(args.table, space, strategy, rep, Run(), design))
+    return run_planner(args.table, space, strategy, rep, Run(), design)
 
 
 if __name__ == "__main__":
