@@ -548,7 +548,10 @@ def main() -> None:
     parser.add_argument("--initial-from", default="", help="a space file: also the planner on its initial design")
     parser.add_argument("--race-slack", type=float, default=None, help="the planner's (default: the GPU space's)")
     parser.add_argument("--intensify", type=int, default=None, help="the planner's (default: the GPU space's)")
-    parser.add_argument("--later-runs", type=float, default=None, help="its stop rule's (default: the GPU space's)")
+    parser.add_argument(
+        "--later-runs", type=float, default=None, help="its stop rule's (default: the GPU space's; 0: no stop rule)"
+    )
+    parser.add_argument("--no-probe", action="store_true", help="the planner searches the exact flags as knobs")
     parser.add_argument("--confirm", type=int, default=None, help="seeds per finalist (default: the GPU space's)")
     parser.add_argument("--num-envs", type=env_counts, default=None, help="replay only these env counts")
     parser.add_argument("--prior", action="store_true", help="also the planner warm-started from an earlier study")
@@ -566,8 +569,8 @@ def main() -> None:
     gpu = config_mod.load("locomotion", {}, has_gpu=True)  # the planner as sweep.run runs it on a GPU
     args.race_slack = args.race_slack or gpu.search.race_slack
     args.intensify = args.intensify or gpu.search.intensify
-    args.later_runs = args.later_runs or gpu.budget.later_runs
-    args.probe = gpu.search.probe
+    args.later_runs = gpu.budget.later_runs if args.later_runs is None else (args.later_runs or None)
+    args.probe = gpu.search.probe and not args.no_probe
     args.confirm = args.confirm or gpu.confirm.seeds
     args.confirm_top, args.confirm_share = gpu.confirm.top, gpu.confirm.budget_share
     args.baseline_params = baseline_params(table)
