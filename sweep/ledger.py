@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sweep import faults
 from sweep.contract import EndCause, TrialState, end_cause, one_time_s
 from sweep.prices import usd
 
@@ -230,9 +231,16 @@ class LedgerWriter:
 
     def append(self, row: Row | dict) -> None:
         line = row.to_json() if isinstance(row, Row) else json.dumps(row, sort_keys=True)
-        self._file.write(line.encode() + b"\n")
+        data = line.encode() + b"\n"
+        faults.point("ledger.write")
+        if faults.reached("ledger.torn"):  # a kill mid-write: what a resume must repair
+            self._file.write(data[: len(data) // 2])
+            self._file.flush()
+            faults.die()
+        self._file.write(data)
         self._file.flush()
         os.fsync(self._file.fileno())
+        faults.point("ledger.synced")
 
     def close(self) -> None:
         self._file.close()

@@ -98,8 +98,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("sweep.perf.apply", "sweep.perf.ppo"),  # where flags act on a trial (torch)
     ("sweep.perf.graphs", "sweep.perf.stats"),
     ("sweep.params", "sweep.ledger"),
-    ("sweep.perf", "sweep.checkpoints", "sweep.prices", "sweep.cli"),  # sweep.perf: the catalog, no torch
+    ("sweep.perf", "sweep.checkpoints", "sweep.prices", "sweep.cli", "sweep.runlock"),  # sweep.perf: the catalog
     ("sweep.contract",),
+    ("sweep.faults", "sweep.stops"),  # the driver's kill points and stop signals
     ("sweep.errors",),
 ]
 

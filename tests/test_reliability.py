@@ -18,6 +18,7 @@ import pytest
 import torch
 import yaml
 
+from sweep import runlock
 from sweep.backends.mjx.locomotion import MjxLocomotion
 from sweep.contract import CONTINUE
 from sweep.ledger import last_rows, metrics, read_rows
@@ -99,10 +100,12 @@ def test_killed_driver_then_resume_loses_and_duplicates_nothing(tmp_path: Path) 
     proc.wait()
     before = read_rows(ledger)
     spent_before = sum(metrics(r)["usd"] for r in last_rows(before).values())
+    dead = runlock.read(out / "d" / runlock.LOCK_FILE)  # the killed driver's lock, its last heartbeat inside
+    assert dead is not None and dead.pid == proc.pid
     alive = max(  # the run's last sign of life: a row, a trial start or the driver's heartbeat
         [r["wall_time"] for r in before]
         + [t.datetime_start.timestamp() for t in study(out / "d").trials if t.datetime_start]
-        + [(out / "d" / "heartbeat").stat().st_mtime]
+        + [dead.beat]
     )
     resumed = run(f"resume={out / 'd'}", "budget.max_trials=10", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
@@ -120,6 +123,7 @@ def test_killed_driver_then_resume_loses_and_duplicates_nothing(tmp_path: Path) 
     assert sum(metrics(r)["usd"] for r in ends.values()) >= spent_before
     asked = started(study(out / "d"))  # a killed driver may leave a queued proposal, which no one asked yet
     assert asked == len(ends) and asked > len(last_rows(before))
+    assert not (out / "d" / runlock.LOCK_FILE).exists()  # taken over, then removed at the clean end
 
 
 def test_ctrl_c_bills_running_trials_and_writes_the_report(tmp_path: Path) -> None:

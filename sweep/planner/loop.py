@@ -18,7 +18,6 @@ budget like every other. The phase is read from the ledger, so a resumed study c
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -29,7 +28,7 @@ import sweep.planner.confirm as confirm
 import sweep.planner.leader as leader
 import sweep.planner.space as space
 import sweep.planner.study_store as study_store
-from sweep import checkpoints
+from sweep import checkpoints, faults, runlock, stops
 from sweep.analysis.evidence import ConfigStat
 from sweep.config import RunConfig
 from sweep.contract import (
@@ -53,8 +52,6 @@ from sweep.prices import Price
 
 #: Repeated proposals told and skipped in a row before the planner queues an untried config itself.
 MAX_REPEATS = 20
-#: Seconds between touches of the run's heartbeat file while the driver lives.
-HEARTBEAT_S = 2.0
 DUPLICATE = "repeat"
 
 
@@ -71,14 +68,12 @@ class Planner:
         control_dt_s: float,
         progress: Callable[[Status], None] = lambda s: None,
         poll_s: float = 0.2,
-        interrupted: Callable[[], bool] = lambda: False,
+        interrupted: Callable[[], bool | str] = lambda: False,
     ) -> None:
         self.cfg, self.run_dir, self.pool, self.price = cfg, Path(run_dir), pool, price
         self.profile, self.control_dt_s, self.progress = profile, control_dt_s, progress
         self.pruner = CostPruner(cfg.target.success)
         self.ledger_path = self.run_dir / "ledger.jsonl"
-        self.heartbeat_path = self.run_dir / "heartbeat"
-        self._beat = 0.0
         self.rows = read_rows(self.ledger_path)
         self.running: dict[int, Running] = {}
         self.accounts = Accounts(cfg, price.usd_per_hour, self.rows, self.running)
@@ -92,7 +87,8 @@ class Planner:
         self.poll_s = poll_s
         """Seconds between polls of the workers (replayed trials need none)."""
         self.interrupted = interrupted
-        """True once the user pressed Ctrl-C, even if the KeyboardInterrupt was swallowed on its way."""
+        """Truthy once a stop signal came (its name, :func:`sweep.stops.requested`: 'Ctrl-C', 'SIGTERM', 'SIGHUP'),
+        even if the KeyboardInterrupt was swallowed on its way."""
         ends = last_rows(self.rows)
         self.unrun = {t for t, r in ends.items() if end_label(r) == "not run"}
         """Trials told without running (infeasible configs, repeats): they do not count towards max_trials."""
@@ -120,28 +116,32 @@ class Planner:
     # -- the loop --------------------------------------------------------------------------------
     def run(self) -> Any:
         study = study_store.open_study(self.cfg, self.run_dir)
-        study_store.close_orphans(study, self.rows, self.cfg, self.price, self.heartbeat_path, self._append_closed)
+        with stops.held():  # a stop signal waits until every orphan has its end row and Optuna's answer
+            drivers = runlock.lives(self.run_dir)
+            study_store.close_orphans(study, self.rows, self.cfg, self.price, drivers, self._append_closed)
         self.tried = self._measured()
         self.confirmation.active = any(r.get("phase") == "confirm" for r in self.rows)
         with LedgerWriter(self.ledger_path) as ledger:
             self.ledger = ledger
             try:
                 while True:
+                    if self.interrupted():
+                        raise KeyboardInterrupt
                     # Rows first: a trial that just ended is told (and its cost known) before the next is chosen.
                     self._collect(study)
                     self._start_trials(study)
                     self._check_budget()
                     self.progress(self.status())
-                    self._heartbeat()
                     if not self.running and self._over(study):
                         break
-                    if self.interrupted():
-                        raise KeyboardInterrupt
                     # Woken by the next row: a trial waits for the answer to its checkpoint (GPU idle, billed).
                     self.pool.wait_rows(self.poll_s)
             except KeyboardInterrupt:
-                self.stopping = "interrupted (Ctrl-C)"
-                self._stop_running(study, "interrupted by the user (Ctrl-C); billed up to the stop")
+                how = self.interrupted()
+                how = how if isinstance(how, str) and how else "Ctrl-C"
+                self.stopping = f"interrupted ({how})"
+                who = "by the user (Ctrl-C)" if how == "Ctrl-C" else f"by {how}"
+                self._stop_running(study, f"interrupted {who}; billed up to the stop")
                 raise
             finally:
                 self.progress(self.status())
@@ -182,6 +182,8 @@ class Planner:
         if self.stopping or not self.cfg.confirm.enabled:
             return True
         self.confirmation.begin(self.rows)
+        if self.confirmation.active:
+            faults.point("confirm")
         return not self.confirmation.active
 
     def _may_start(self, study: Any) -> bool:
@@ -313,6 +315,7 @@ class Planner:
         trial.set_user_attr("knobs", knobs)  # the ledger's params, for a trial that dies before its first row
         trial.set_user_attr("phase", trial_cfg.phase)
         self.running[trial.number] = Running(trial.number, trial, knobs, allowance=allowance, config=asdict(trial_cfg))
+        faults.point("dispatch")
         # An absolute folder: a worker's working directory need not be the driver's.
         node = self.pool.submit(trial.number, trial_cfg, self.cfg.run_id, self.price, str(self.run_dir.resolve()))
         trial.set_user_attr("node", node)
@@ -340,6 +343,7 @@ class Planner:
             trial_cfg = space.trial_config(
                 f.params, self.cfg, self.profile, start.seed, cap_s, phase="confirm", baseline=f.baseline
             )
+            faults.point("confirm")
             self._dispatch(trial, trial_cfg, allowance)
 
     def _dispatched(self) -> dict[int, dict]:
@@ -354,6 +358,7 @@ class Planner:
             self._write(row)
             run.rows.append(row)
             if row["state"] == TrialState.RUNNING:
+                faults.point("checkpoint")
                 decision, reason = self._decide(run)
                 self.pool.decide(run.number, row["iteration"], decision)
                 if decision == PRUNE:
@@ -427,14 +432,6 @@ class Planner:
         ``checkpoints: reached`` its files go, as the trial would have deleted them had it ended on its own."""
         if self.cfg.checkpoints == "reached":
             checkpoints.prune(self.run_dir, number)
-
-    def _heartbeat(self) -> None:
-        """Touch the run's heartbeat file (at most every HEARTBEAT_S): a later resume bills a trial that
-        died with the driver before its first row up to the driver's last sign of life."""
-        now = time.time()
-        if now - self._beat >= HEARTBEAT_S:
-            self.heartbeat_path.touch()
-            self._beat = now
 
     def _append_now(self, row: dict) -> None:
         with LedgerWriter(self.ledger_path) as w:
