@@ -130,7 +130,7 @@ def test_a_driver_whose_lock_was_taken_over_stops_writing(tmp_path: Path) -> Non
     taker = foreign(tmp_path, beat_age_s=0.0, token="taker")  # another driver's lock in its place
     assert not lock.beat()
     assert runlock.read(tmp_path / LOCK_FILE) == taker  # its beat did not write over the taker's lock
-    with pytest.raises(LockLost, match="taken over by another sweep.run"):
+    with pytest.raises(LockLost, match=r"taken over by another sweep\.run"):
         lock.check()
     lock.release()
     assert runlock.read(tmp_path / LOCK_FILE) == taker  # nor did its release remove it
