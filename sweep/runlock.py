@@ -213,8 +213,8 @@ def _replace(path: Path, holder: Holder, fault: str) -> None:
 class RunLock:
     """A held run folder. :func:`acquire` takes it; a thread beats every :data:`BEAT_S`; :meth:`release` frees it."""
 
-    def __init__(self, run_dir: Path, holder: Holder, claim: Path | None = None) -> None:
-        self.run_dir, self.path, self.holder, self.claim = run_dir, run_dir / LOCK_FILE, holder, claim
+    def __init__(self, run_dir: Path, holder: Holder) -> None:
+        self.run_dir, self.path, self.holder = run_dir, run_dir / LOCK_FILE, holder
         self.lost = threading.Event()
         """Set once another driver's lock is found in place of this one: write nothing more."""
         self.taker: Holder | None = None
@@ -252,17 +252,18 @@ class RunLock:
             )
 
     def release(self) -> None:
-        """Stop beating and remove the lock (if it is still this driver's) and the takeover claim."""
+        """Stop beating; if the lock is still this driver's, remove it with the claims and half-written beats that
+        drivers killed before it left beside it."""
         self._stop.set()
         self._thread.join()
         current = read(self.path, settle_s=0.0)
-        if current is not None and current.token == self.holder.token:
+        if current is None or current.token != self.holder.token:
+            return
+        for leftover in self.run_dir.glob(f"{LOCK_FILE}.*"):
             with contextlib.suppress(FileNotFoundError):
-                self.path.unlink()
-        for leftover in (self.claim, self.path.with_name(f"{LOCK_FILE}.{self.holder.token}.tmp")):
-            if leftover is not None:
-                with contextlib.suppress(FileNotFoundError):
-                    leftover.unlink()
+                leftover.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
 
     def __enter__(self) -> RunLock:
         return self
@@ -285,13 +286,13 @@ def acquire(run_dir: str | Path) -> RunLock:
             continue
         taken = _take_over(path, holder, mine)
         if taken is not None:
-            return RunLock(run_dir, *taken)
+            return RunLock(run_dir, taken)
     raise LockHeld(f"{run_dir}: its lock file {path} keeps changing under this driver; run the command again")
 
 
-def _take_over(path: Path, holder: Holder, mine: Holder) -> tuple[Holder, Path] | None:
+def _take_over(path: Path, holder: Holder, mine: Holder) -> Holder | None:
     """Take the lock from ``holder`` if it is dead: win its generation's claim, then rename this driver's lock over
-    it. Returns (this holder, its claim file), or None when the claim vanished (look again); raises
+    it. Returns this driver's holder record, or None when the claim vanished (look again); raises
     :class:`LockHeld` while the holder, or a driver taking it over, lives."""
     current = holder
     while True:
@@ -308,7 +309,7 @@ def _take_over(path: Path, holder: Holder, mine: Holder) -> tuple[Holder, Path] 
     life = [[holder.since, holder.beat]] if holder.since > 0 else []
     taken = replace(mine, lives=[*holder.lives, *life][-KEEP_LIVES:])
     _replace(path, taken, "lock.takeover")
-    return taken, claim
+    return taken
 
 
 def lives(run_dir: str | Path) -> tuple[list[tuple[float, float]], float]:

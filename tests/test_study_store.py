@@ -57,3 +57,12 @@ def test_an_orphan_is_billed_to_the_last_sign_of_life_of_the_driver_that_ran_it(
     assert study_store.last_sign_of_life(258.0, [*signs, 262.0], lives, now) == 262.0  # a row after its last beat
     assert study_store.last_sign_of_life(50.0, signs, lives, now) == 50.0  # before any known life: nothing later
     assert study_store.last_sign_of_life(130.0, signs, [], now) == 255.0  # no life known: the run's last sign
+
+
+def test_an_end_the_planner_wrote_for_a_lost_trial_is_told_fail_on_resume_as_it_would_have_been(tmp_path) -> None:
+    cfg = validation.validate(config.load("locomotion", {}, has_gpu=False))
+    study = optuna.create_study(directions=["minimize", "minimize"], storage=f"sqlite:///{tmp_path / 's.db'}")
+    for cause in (EndCause.WORKER_LOST, EndCause.DRIVER_STOPPED):
+        end = study_store.end_row(cfg, PRICE, 0, {}, (TrialState.FAILED, cause, "lost"), 5.0)
+        study_store.tell_end(study, study.ask(), [], end, 0.9)
+    assert [t.state for t in study.trials] == [optuna.trial.TrialState.FAIL] * 2

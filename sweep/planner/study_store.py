@@ -24,7 +24,7 @@ from typing import Any
 import sweep.planner.space as space
 from sweep import faults
 from sweep.config import RunConfig
-from sweep.contract import EndCause, Ending, TrialState
+from sweep.contract import EndCause, Ending, TrialState, end_cause
 from sweep.ledger import TrialRows, last_rows, metrics
 from sweep.prices import Price
 
@@ -61,7 +61,8 @@ def open_study(cfg: RunConfig, run_dir: Path) -> Any:
 
 def tell_end(study: Any, trial: Any, rows: list[dict], end: dict, target: float) -> None:
     """Tell Optuna how a trial ended, from its ledger rows: reached -> its costs; pruned -> PRUNED;
-    capped or failed by its own fault -> its cost so far, marked infeasible by its success gap."""
+    capped or failed by its own fault -> its cost so far, marked infeasible by its success gap; lost with its worker
+    or driver (an end row the planner wrote before it died, told on resume) -> FAIL."""
     import optuna
 
     m = metrics(end)
@@ -70,7 +71,9 @@ def tell_end(study: Any, trial: Any, rows: list[dict], end: dict, target: float)
     trial.set_user_attr("reason", end.get("reason", ""))
     gap = max(0.0, target - best_success)
     faults.point("tell")
-    if end["state"] == TrialState.REACHED:
+    if end_cause(end) in (EndCause.WORKER_LOST, EndCause.DRIVER_STOPPED):  # an end the planner wrote, then died
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)  # as tell_lost and close_orphans tell it
+    elif end["state"] == TrialState.REACHED:
         trial.set_constraint("success_gap", 0.0)
         study.tell(trial, [m["usd"], m["wall_s"]])
     elif end["state"] == TrialState.PRUNED:
