@@ -28,7 +28,10 @@ from sweep.errors import ConfigError, check_imports
 RUN_FILES = ("config.yaml", "study.db")
 #: What the driver imports only once trials have run (the pool, the study, the report): checked up front, so a
 #: missing package cannot cost a sweep its report.
-DRIVER_MODULES = ("ray", "optuna", "sweep.planner", "sweep.execution", "sweep.report", "sweep.report.export")
+DRIVER_MODULES = (
+    *("ray", "optuna", "sweep.planner", "sweep.execution", "sweep.report", "sweep.report.export"),
+    "plotly.graph_objects",  # the report's charts import it only as they draw
+)
 
 
 #: Exit status of a run whose trials all failed before any was evaluated (bad input is 2, a stop signal 128 + its

@@ -100,7 +100,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("sweep.params", "sweep.ledger"),
     ("sweep.perf", "sweep.checkpoints", "sweep.prices", "sweep.cli", "sweep.runlock"),  # sweep.perf: the catalog
     ("sweep.contract",),
-    ("sweep.faults", "sweep.stops"),  # the driver's kill points and stop signals
+    ("sweep.faults", "sweep.stops", "sweep.deps"),  # kill points, stop signals, the dependency check
     ("sweep.errors",),
 ]
 
