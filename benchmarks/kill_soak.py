@@ -346,9 +346,10 @@ def run(out: Path, points: int, seed: int, say: Any = print, env: dict[str, str]
     while sum(soak.kills.values()) < points:
         if soak.cycle > 3 * points:
             raise soak.fail("-", f"only {sum(soak.kills.values())} of {points} kills in {soak.cycle} drivers")
-        fault = choose(soak, points)
         if soak.cycle in together and soak.phase == "search":  # the runner lives on well past the other's look
             fault = f"checkpoint:{soak.rng.randint(2, 3)}"
+        else:
+            fault = choose(soak, points)
         ledger = soak.run_dir / "ledger.jsonl"
         before = ledger.read_bytes() if ledger.exists() else b""
         started = time.time()

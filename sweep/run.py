@@ -278,9 +278,10 @@ def drive(
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        precompile.stop(compiling)
-        progress.close()
-        pool.shutdown()
+        with stops.held():  # a stop signal now waits for the workers' end, then the report
+            precompile.stop(compiling)
+            progress.close()
+            pool.shutdown()
     lock.check()
     with stops.held():  # a stop signal now lets the report be written first
         outcome = finish(cfg, run_dir)
