@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -86,6 +87,8 @@ def test_every_declared_dependency_is_installed_within_its_range_here() -> None:
     assert {"torch", "mujoco", "optuna", "ray"} <= {d for d, _ in found}
     assert not any("extra" in r for _, r in found)
     deps.check_versions()
+    for dist, _ in found:  # each is watched under the name it is imported by
+        assert importlib.util.find_spec(deps.import_name(dist)) is not None, dist
 
 
 def test_an_entry_point_is_told_from_other_interpreters() -> None:
