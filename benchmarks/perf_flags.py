@@ -7,12 +7,17 @@ per training second (sim + policy + learn, as the ledger counts it) and the rati
 in this run, plus the phase breakdown of each variant.
 
     python benchmarks/perf_flags.py --iters 30 --warmup 5 --out perf_flags.json
+
+``--out`` writes the measurements as JSON (the command, the GPU, the versions, each variant's rate and phases, the
+simulator alone), rewritten after every variant so that a run cut short keeps what it measured.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import sys
 import traceback
 from typing import Any
 
@@ -69,7 +74,14 @@ def main() -> None:
     device = resolve_device(args.device)
     perf.enable_compile_cache()
     gpu = torch.cuda.get_device_name(0) if device.startswith("cuda") else "CPU"
-    results: dict[str, Any] = {"device": gpu, "iters": args.iters, "warmup": args.warmup, "configs": {}}
+    results: dict[str, Any] = {
+        "command": shlex.join(["python", "benchmarks/perf_flags.py", *sys.argv[1:]]),
+        "device": gpu,
+        "versions": versions(),
+        "iters": args.iters,
+        "warmup": args.warmup,
+        "configs": {},
+    }
     for spec in args.configs.split(","):
         n, horizon = (int(x) for x in spec.split("x"))
         envs = {d: MjxLocomotionEnv(n, 1, device, PROFILES["gpu"], donate=d) for d in (False, True)}
@@ -104,6 +116,19 @@ def main() -> None:
         print(f"| simulator alone (the limit) | {limit:,.0f} | {limit / stock:.2f} | 100% | | | | |" if stock else "")
         for env in envs.values():
             env.close()
+
+
+def versions() -> dict[str, str]:
+    """The versions of what a measurement ran on (a data file says what made it)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {"python": sys.version.split()[0]}
+    for name in ("torch", "jax", "mujoco", "mujoco-mjx", "rsl-rl-lib"):
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = "absent"
+    return found
 
 
 def save(results: dict[str, Any], path: str) -> None:

@@ -1,5 +1,5 @@
 """``sweep <verb> key=value ...`` (the console script) and ``python -m sweep <verb> ...``: the same verbs as the
-modules, ``run``, ``trial``, ``report`` and ``export``."""
+modules, ``run``, ``trial``, ``report``, ``export`` and ``init``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,13 @@ import runpy
 import sys
 
 #: verb -> the module whose ``__main__`` it runs.
-VERBS = {"run": "sweep.run", "trial": "sweep.trial", "report": "sweep.report", "export": "sweep.export"}
+VERBS = {
+    "run": "sweep.run",
+    "trial": "sweep.trial",
+    "report": "sweep.report",
+    "export": "sweep.export",
+    "init": "sweep.init",
+}
 
 
 def main(argv: list[str] | None = None) -> None:

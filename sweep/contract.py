@@ -5,6 +5,7 @@ ledger, and what the planner may answer after each checkpoint. Below every other
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -31,6 +32,34 @@ def check_training_seed(seed: int, key: str = "seed") -> int:
     if not 0 <= seed < EVAL_SEED_BASE:
         raise ConfigError(f"{key}: training seeds must be in [0, {EVAL_SEED_BASE}) (got {seed})")
     return seed
+
+
+#: The keys that name a task's own success rule (``target.success_term`` / ``target.success_fn`` of a space, the
+#: same keys of a trial); a backend takes those in its ``success_keys``. None of them set: the backend's own rule.
+SUCCESS_KEYS = ("success_term", "success_fn")
+#: ``success_fn``'s form: an importable module and a function in it (``my_project.tasks.success:stood_up``).
+SUCCESS_FN = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
+def success_rule(source: Any) -> dict[str, str]:
+    """The success rule that ``source`` (a space's ``target`` section or a :class:`TrialConfig`) names: its
+    :data:`SUCCESS_KEYS` that are set; empty for the backend's own rule."""
+    return {key: getattr(source, key) for key in SUCCESS_KEYS if getattr(source, key, None) is not None}
+
+
+def check_success_rule(rule: Mapping[str, Any], where: str = "") -> None:
+    """The form of a success rule (what it names is checked where the task is loaded): one key at most, a
+    termination term's name, a ``module:function``. ``where``: how the error names the keys' place."""
+    if len(rule) > 1:
+        raise ConfigError(f"{where}{' and '.join(rule)}: name one success rule, not both")
+    for key, value in rule.items():
+        if key == "success_term" and not (isinstance(value, str) and value.isidentifier()):
+            raise ConfigError(f"{where}{key}={value!r}: the name of a termination term of the task, e.g. goal_reached")
+        if key == "success_fn" and not (isinstance(value, str) and SUCCESS_FN.fullmatch(value)):
+            raise ConfigError(
+                f"{where}{key}={value!r}: module:function, e.g. my_project.tasks.success:stood_up (called as "
+                "function(env, ended) -> bool tensor)"
+            )
 
 
 #: The training-side signals a gate can read (``target.eval_gate_signal``), as a sentence names them: the success
@@ -220,6 +249,11 @@ class TrialConfig:
     never); a pass always runs at the cap and whenever the trainer or env gives no such value."""
     eval_gate_signal: str = "train_success"
     """The training-side signal ``eval_gate`` reads (:data:`sweep.trial.evaluation.GATE_SIGNALS`)."""
+    success_term: str | None = None
+    """A task's own success rule: the termination term that ends a successful episode (``target.success_term`` of a
+    space); None with ``success_fn`` None: the backend's own rule."""
+    success_fn: str | None = None
+    """A task's own success rule: ``module:function`` called after each step (``target.success_fn`` of a space)."""
     cap_s: float = 600.0
     """Per-trial cap in billable seconds; the trial ends 'capped' past it."""
     race_cap_s: float | None = None
@@ -265,6 +299,7 @@ class TrialConfig:
             raise ConfigError(f"eval_gate: must be in [0, target) (got {self.eval_gate!r}); 0 evaluates every time")
         if self.eval_gate_signal not in GATE_SIGNALS:
             raise ConfigError(f"eval_gate_signal: must be one of {list(GATE_SIGNALS)} (got {self.eval_gate_signal!r})")
+        check_success_rule(success_rule(self))
         if self.phase not in STUDY_PHASES:
             raise ConfigError(f"phase: must be one of {list(STUDY_PHASES)} (got {self.phase!r})")
         if self.mode not in ("sweep", "stock"):

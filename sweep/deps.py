@@ -1,6 +1,6 @@
 """The packages sweep declares, checked where an entry point starts: a broken or mismatched one is one line.
 
-Every entry point (``sweep run|trial|report|export``, ``python -m sweep.run|trial|report|export``) calls
+Every entry point (``sweep run|trial|report|export|init``, ``python -m sweep.run|trial|report|export|init``) calls
 :func:`at_entry` before it imports anything else of its own (``sweep/__init__.py`` for ``python -m``,
 ``sweep/__main__.py`` for the console script), which
 
@@ -30,7 +30,7 @@ from sweep.errors import DISTRIBUTIONS, BrokenDependency
 #: Exit status of a broken or mismatched dependency (as for bad input: nothing ran).
 EXIT_BROKEN = 2
 #: The modules run as entry points (``python -m <module>``).
-ENTRY_MODULES = ("sweep", "sweep.run", "sweep.trial", "sweep.report", "sweep.export")
+ENTRY_MODULES = ("sweep", "sweep.run", "sweep.trial", "sweep.report", "sweep.export", "sweep.init")
 
 _checked = False
 

@@ -52,14 +52,34 @@ def install_spec(module: str) -> tuple[str, str]:
     return dist, dist
 
 
-def check_imports(modules: tuple[str, ...] | list[str], who: str = "the trials") -> None:
-    """Import each module now, in the driver, so that an environment lacking what every trial needs fails in one
-    line naming the package and its install command before any worker starts, not once per trial."""
+def import_quietly(module: str, noise: tuple[str, ...] = ()):
+    """Import ``module`` with the lines it prints on import that start with one of ``noise`` kept off the screen
+    (a dependency's notice that says nothing to a user of sweep); every other line it prints is printed."""
+    import contextlib
     import importlib
+    import io
+    import sys
 
+    if not noise or module in sys.modules:
+        return importlib.import_module(module)
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            return importlib.import_module(module)
+    finally:
+        kept = [line for line in printed.getvalue().splitlines(keepends=True) if not line.startswith(noise)]
+        sys.stdout.write("".join(kept))
+
+
+def check_imports(
+    modules: tuple[str, ...] | list[str], who: str = "the trials", noise: dict[str, tuple[str, ...]] | None = None
+) -> None:
+    """Import each module now, in the driver, so that an environment lacking what every trial needs fails in one
+    line naming the package and its install command before any worker starts, not once per trial. ``noise``: per
+    module, the opening words of lines it prints on import that stay off the screen (:func:`import_quietly`)."""
     for module in modules:
         try:
-            importlib.import_module(module)
+            import_quietly(module, (noise or {}).get(module, ()))
         except BrokenDependency:  # already its one line, naming the package and its range
             raise
         except ImportError as exc:

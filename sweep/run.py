@@ -40,6 +40,9 @@ EXIT_ALL_FAILED = 1
 
 #: The key of config.yaml that records the SHA-256 of the space file the run was composed from.
 SPACE_HASH = "space_sha256"
+#: The key of config.yaml that records, in words, the success rule its trials are judged by (the backend's own, or
+#: the task's that target.success_term / target.success_fn name).
+SUCCESS_RULE = "success_rule"
 
 #: Top-level keys a resumed run may change (the study's space, target and seeds stay as they were).
 RESUME_OVERRIDABLE = ("budget", "price", "workers", "search.prune", "checkpoints")
@@ -64,8 +67,9 @@ def prepare(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool]:
                 "give a folder under reports/ written by sweep.run"
             )
         runlock.check_free(run_dir)  # said before the checks below; the lock itself is taken once they pass
-        saved = config_mod.read_yaml(run_dir / "config.yaml")
-        saved.pop(SPACE_HASH, None)  # a record of the space file, not a setting
+        saved = config_mod.saved_config(config_mod.read_yaml(run_dir / "config.yaml"))
+        saved.pop(SPACE_HASH, None)  # records of the space file and of the rule, not settings
+        saved.pop(SUCCESS_RULE, None)
         fixed = sorted(k for k in overrides if not any(k == ok or k.startswith(ok + ".") for ok in RESUME_OVERRIDABLE))
         if fixed:
             raise ConfigError(
@@ -171,6 +175,7 @@ def resolve_runtime(cfg: config_mod.RunConfig, has_gpu: bool) -> tuple[str, Any,
 
     from sweep import prices
     from sweep.backends import get_backend
+    from sweep.contract import success_rule
 
     profile = cfg.profile if cfg.profile != "auto" else ("gpu" if has_gpu else "cpu")
     gpu = cfg.price.gpu
@@ -182,8 +187,10 @@ def resolve_runtime(cfg: config_mod.RunConfig, has_gpu: bool) -> tuple[str, Any,
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", cfg.device):
         raise ConfigError(f"{cfg.space}: device: '{cfg.device}' is not a device; use auto, cpu, cuda or cuda:N")
     if cfg.workers.address is None:  # a cluster's workers may have what this driver lacks
-        check_imports(("sweep.trial", *backend.requires), who=f"the trials of backend {cfg.backend}")
-        backend.preflight(profile, cfg.backend_options)
+        check_imports(
+            ("sweep.trial", *backend.requires), who=f"the trials of backend {cfg.backend}", noise=backend.import_noise
+        )
+        backend.preflight(profile, cfg.backend_options, success_rule(cfg.target))
         slots = torch.cuda.device_count() if has_gpu else os.cpu_count() or 1
         if not has_gpu and cfg.workers.cpus_per_trial > slots:
             raise ConfigError(
@@ -247,6 +254,9 @@ def drive(
     has_gpu = torch.cuda.is_available()
     # On resume too: a raised budget must be what the report and the next resume read.
     record = recorded_space(run_dir) if resuming else space_record(cfg.space)
+    from sweep.backends import get_backend
+
+    record[SUCCESS_RULE] = get_backend(cfg.backend).success_text(cfg.target)
     write_atomic(run_dir / "config.yaml", yaml.safe_dump({**asdict(cfg), **record}, sort_keys=False))
     safe_print(
         f"sweep: run {run_dir} | space {record['space']} | backend {cfg.backend} profile {profile} | "

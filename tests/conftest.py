@@ -1,4 +1,5 @@
-"""Shared test set-up: a session-wide XLA compile cache so each simulator shape compiles once; one reached trial."""
+"""Shared test set-up: a session-wide XLA compile cache so each simulator shape compiles once; one reached trial; one
+offline Isaac Lab asset root."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ import os
 import tempfile
 
 import pytest
+
+#: The slow marker, checked against each test's time at the end of every run.
+pytest_plugins = ["tests.slow_markers"]
 
 # Before JAX is imported anywhere (subprocesses and Ray workers inherit these too).
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(tempfile.gettempdir(), "sweep-test-jax-cache"))
@@ -22,6 +26,20 @@ def reached_run(tmp_path_factory: pytest.TempPathFactory):
 
     run_dir = tmp_path_factory.mktemp("reached") / "run"
     return run_dir, reached_trial(run_dir)
+
+
+@pytest.fixture(scope="session")
+def isaac_asset_root(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One offline Isaac Lab asset root with the ANYmal stand-in (tests/isaaclab_standin.py) and the real Go2
+    (tests/isaaclab_go2.py), set for this process before Isaac Lab is imported: Isaac Lab reads the root once per
+    process, so every test file of the session shares it."""
+    from sweep.backends.isaaclab.backend import use_asset_root
+    from tests import isaaclab_go2, isaaclab_standin
+
+    root = tmp_path_factory.mktemp("isaac-assets")
+    root = str(isaaclab_go2.write_asset_root(isaaclab_standin.write_asset_root(root)))
+    use_asset_root(root)
+    return root
 
 
 @pytest.fixture

@@ -218,20 +218,25 @@ def test_task_ids_come_from_the_registry_and_a_2x_id_names_its_3_0_id() -> None:
     assert ilc.resolve_task_id(FLAT, registered) == FLAT
     with pytest.raises(ConfigError, match=f"2.x task id; Isaac Lab 3.0 registers it as profile={FLAT}$"):
         ilc.resolve_task_id(OLD_FLAT, registered)
-    with pytest.raises(ConfigError, match=rf"velocity tasks: {FLAT}, Isaac-Velocity-Rough-AnymalD$"):
+    with pytest.raises(
+        ConfigError, match=rf"velocity tasks: {FLAT}, Isaac-Velocity-Rough-AnymalD \(.*backend_options.tasks_module="
+    ):
         ilc.resolve_task_id("Isaac-Velocity-Flat-Spot", registered)
+    own = {"my_project.tasks": ("My-Walk-Go2", "My-Stand-Go2-Direct"), "other.tasks": ()}
+    with pytest.raises(
+        ConfigError,
+        match=r"^profile=My-Run-Go2: not a registered task; backend_options.tasks_module registered "
+        r"my_project.tasks: My-Walk-Go2, My-Stand-Go2-Direct; other.tasks: none$",
+    ):
+        ilc.resolve_task_id("My-Run-Go2", [*registered, "My-Walk-Go2", "My-Stand-Go2-Direct"], own)
     backend = get_backend("isaaclab")
     with pytest.raises(ConfigError, match=f"registers it as {FLAT}"):  # before any Isaac Lab import
         backend.check_profile(OLD_FLAT)
-    with pytest.raises(ConfigError, match="not an Isaac Lab task id"):
-        backend.check_profile("cpu")
+    for bad in ("cpu", "auto", "Isaac Velocity"):
+        with pytest.raises(ConfigError, match="not an Isaac Lab task id"):
+            backend.check_profile(bad)
     backend.check_profile(CONTRIB_FLAT)  # contrib ids are Isaac Lab task ids too (checked in the registry later)
-    velocity = SimpleNamespace(commands=SimpleNamespace(base_velocity=object()))
-    ilc.check_velocity_task(CONTRIB_FLAT, velocity, registered)
-    with pytest.raises(
-        ConfigError, match=r"^profile=Isaac-Cartpole-Direct: not an Isaac Lab velocity task .*Rough-Any"
-    ):
-        ilc.check_velocity_task("Isaac-Cartpole-Direct", SimpleNamespace(), registered)
+    backend.check_profile("Template-Stand-Go2-Direct-v0")  # so is a project's own
     assert ilc.velocity_tasks([*registered, CONTRIB_FLAT, "IsaacContrib-Cartpole"]) == [
         FLAT,
         "Isaac-Velocity-Rough-AnymalD",
@@ -614,7 +619,14 @@ def test_backend_facts_come_from_isaac_labs_velocity_env() -> None:
     assert {FLAT, "Isaac-Velocity-Rough-AnymalD"} <= set(profiles)
     assert profiles[FLAT].episode_steps == 1000 and profiles[FLAT].success_threshold == 0.5
     assert backend.control_dt_s(FLAT) == pytest.approx(0.02)
-    assert set(backend.knobs) == {"gpu_max_num_partitions", "physics_preset", "newton_cuda_graph", "asset_root", "env"}
+    assert set(backend.knobs) == {
+        "gpu_max_num_partitions",
+        "physics_preset",
+        "newton_cuda_graph",
+        "asset_root",
+        "env",
+        "tasks_module",
+    }
     assert checked(TrialConfig(backend="isaaclab", profile=FLAT, num_envs=4096)).profile == FLAT
 
 
@@ -730,14 +742,9 @@ def test_the_fields_sweep_takes_for_isaac_labs_are_declared_by_its_config_classe
 
 
 @pytest.fixture(scope="module")
-def asset_root(tmp_path_factory) -> str:
-    """One asset root with the ANYmal stand-in (tests/isaaclab_standin.py) and the real Go2 (tests/isaaclab_go2.py), set
-    for this process before Isaac Lab is imported (it reads the root once)."""
-    from tests import isaaclab_go2
-
-    root = str(isaaclab_go2.write_asset_root(standin.write_asset_root(tmp_path_factory.mktemp("isaac-assets"))))
-    il.use_asset_root(root)
-    return root
+def asset_root(isaac_asset_root) -> str:
+    """The session's asset root (tests/conftest.py): the ANYmal stand-in and the real Go2, set for this process."""
+    return isaac_asset_root
 
 
 #: A CPU-sized flat ANYmal: 1 s episodes (50 control steps) so that a held-out pass ends in seconds.
@@ -847,9 +854,14 @@ def test_a_contrib_task_runs_the_chosen_newton_preset_and_other_ids_are_one_line
         assert env.step(torch.zeros(8, env.num_actions))[1].isfinite().all()
     finally:
         env.close()
-    for task in ("Isaac-Cartpole", "IsaacContrib-Velocity-Flat-AnymalC-Direct"):
-        with pytest.raises(ConfigError, match=f"^profile={task}: not an Isaac Lab velocity task"):
-            backend.preflight(task, knobs)
+    with pytest.raises(
+        ConfigError,
+        match=r"^profile=Isaac-Cartpole: the task has no velocity command \(base_velocity\), which the default success "
+        r"rule reads; name its own rule: target.success_term=<termination term> \(its terms: time_out, ",
+    ):
+        backend.preflight("Isaac-Cartpole", knobs)
+    with pytest.raises(ConfigError, match=r"^backend_options.physics_preset=newton_mjwarp: the task has Physx"):
+        backend.preflight("IsaacContrib-Velocity-Flat-AnymalC-Direct", knobs)  # a PhysX-only task
     with pytest.raises(ConfigError, match=r"^profile=Isaac-Velocity-Flat-Nowhere: not a registered Isaac Lab task"):
         backend.preflight("Isaac-Velocity-Flat-Nowhere", knobs)
 

@@ -51,6 +51,8 @@ FILE_CASES = [
     (with_("target", "eval_episodes", 0), "target.eval_episodes"),
     (with_("target", "eval_gate", 0.95), "target.eval_gate"),
     (with_("target", "eval_gate_signal", "reward"), "target.eval_gate_signal"),
+    (with_("target", "success_fn", "stood_up"), "target.success_fn='stood_up': module:function"),
+    (with_("target", "success_term", "reached"), "target.success_term: backend mjx_locomotion judges success by its"),
     (with_("constraints", "max_update_period_s", 0.01), "max_update_period_s"),
     (with_("constraints", "memory_share", 2.0), "memory_share"),
     (with_("backend", None, "bullet"), "backend"),

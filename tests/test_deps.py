@@ -22,6 +22,7 @@ ENTRY_POINTS = [
     ["-m", "sweep.report", "no-such-folder"],
     ["-m", "sweep.export", "no-such-folder"],
     ["-m", "sweep", "run", "budgett.usd=3"],
+    ["-m", "sweep.init", "no-such-task"],
 ]
 #: The console script beside this interpreter, where the package is installed with it.
 SCRIPT = Path(sys.executable).with_name("sweep")

@@ -89,7 +89,7 @@ def test_the_planner_side_does_not_load_the_trial_stack() -> None:
 #: The layers, highest first: a module may import its own package and anything in a lower layer, never a higher one;
 #: the packages of one layer never import each other. A name is a module or a package (all its modules).
 LAYERS: list[tuple[str, ...]] = [
-    ("sweep.run", "sweep.export", "sweep.__main__"),  # the entry points
+    ("sweep.run", "sweep.export", "sweep.init", "sweep.__main__"),  # the entry points
     ("sweep.report",),  # outputs: read the ledger and the study
     ("sweep.planner", "sweep.execution"),  # the driver: proposes and prunes / runs trials on workers
     ("sweep.trial",),  # a worker's trial

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from sweep.contract import CONTINUE
+import sweep.trial.runner as runner
+from sweep.contract import CONTINUE, EndCause, TrialState
 from sweep.ledger import PhaseClock, metrics, read_rows
-from sweep.trial.runner import build, run_trial
 from tests.helpers import ROOT, run_module, tiny_trial
 
 
@@ -43,7 +43,7 @@ def cli(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProc
 def test_bad_arguments_fail_with_one_line_naming_the_key(arg: str, key: str, tmp_path: Path) -> None:
     proc = cli(arg, f"out={tmp_path / 'run'}", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if line.strip() and not line.startswith("Failed to import")]
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and key in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "run" / "ledger.jsonl").exists()  # nothing ran
@@ -60,7 +60,7 @@ def test_tiny_real_ppo_run_improves_return(tmp_path: Path) -> None:
         time.sleep(0.05)
         return CONTINUE if len(rows) < 4 else "stop"
 
-    final = run_trial(tiny(), sink, price_usd_per_hour=1.0, price_label="test", out_dir=tmp_path)
+    final = runner.run_trial(tiny(), sink, price_usd_per_hour=1.0, price_label="test", out_dir=tmp_path)
     assert final.state == "capped" and "budget" in final.reason  # the sink asked to stop
     checkpoints = [r for r in rows if r.state == "running"]
     assert len(checkpoints) == 4
@@ -99,7 +99,7 @@ def test_the_training_step_compiles_beside_the_build_and_the_panel_env_waits_for
     try:
         parts: dict[str, float] = {}
         with ExitStack() as stack:  # a shape no other test builds: nothing of it is in this process yet
-            built = build(tiny(num_envs=6, eval_episodes=5), PhaseClock(), None, 0, stack, parts)
+            built = runner.build(tiny(num_envs=6, eval_episodes=5), PhaseClock(), None, 0, stack, parts)
             assert set(parts) == {"backend", "env", "learner"}  # no panel env before the first pass
             built.ahead.join()
             compiles.clear()
@@ -113,19 +113,26 @@ def test_the_training_step_compiles_beside_the_build_and_the_panel_env_waits_for
 
 def test_the_cap_is_checked_after_every_iteration_not_only_at_checkpoints(tmp_path: Path) -> None:
     # start-up alone passes a 10 ms cap: the trial stops after its first iteration, not at its checkpoint after 10
-    final = run_trial(tiny(cap_s=0.01), lambda r: CONTINUE, out_dir=tmp_path)
+    final = runner.run_trial(tiny(cap_s=0.01), lambda r: CONTINUE, out_dir=tmp_path)
     assert final.state == "capped" and final.iteration == 1 and tiny().eval_every == 10
 
 
 @pytest.mark.parametrize("signal", ["train_success", "on_track"])
 def test_passes_are_skipped_while_the_training_signal_is_low_and_the_cap_always_evaluates(
-    signal: str, tmp_path: Path
+    signal: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rows: list = []
-    # a cap past start-up and compilation (which a loaded machine can stretch past any billable cap), checkpoints
-    # every 4 iterations: several checkpoints before the cap even on 2 busy cores (~1 s per iteration)
-    cfg = tiny(race_cap_s=20.0, eval_gate=0.99, eval_every_steps=64, eval_gate_signal=signal)
-    final = run_trial(cfg, lambda r: rows.append(r) or CONTINUE, out_dir=tmp_path)
+
+    # The cap comes after the fourth checkpoint, whatever the machine's speed: what the test sees is decided by the
+    # checkpoints, not by a wall clock (the cap's own arithmetic is tested in tests/test_contract.py).
+    def cap_after_four(cfg, billable_s, phases_s):
+        if sum(r.state == "running" for r in rows) < 4:
+            return None
+        return TrialState.CAPPED, EndCause.CAP, "the test's cap"
+
+    monkeypatch.setattr(runner, "cap_reached", cap_after_four)
+    cfg = tiny(eval_gate=0.99, eval_every_steps=64, eval_gate_signal=signal)
+    final = runner.run_trial(cfg, lambda r: rows.append(r) or CONTINUE, out_dir=tmp_path)
     checkpoints = [r for r in rows if r.state == "running"]
     skipped = [r for r in checkpoints if r.eval_episodes == 0]
     assert skipped, [(getattr(r, signal), r.eval_episodes) for r in checkpoints]
@@ -153,7 +160,7 @@ def test_passes_are_skipped_while_the_training_signal_is_low_and_the_cap_always_
 
 def test_stock_mode_runs_rsl_rl_unchanged(tmp_path: Path) -> None:
     rows = []
-    final = run_trial(tiny(mode="stock", cap_s=1.0), lambda r: rows.append(r) or CONTINUE, out_dir=tmp_path)
+    final = runner.run_trial(tiny(mode="stock", cap_s=1.0), lambda r: rows.append(r) or CONTINUE, out_dir=tmp_path)
     assert final.state == "capped" and final.env_steps > 0
     assert final.phases_s["learn"] > 0 and final.phases_s["sim"] > 0
 

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from rsl_rl.env import VecEnv
@@ -128,6 +128,12 @@ class Backend(ABC):
     requires: tuple[str, ...] = ()
     """Modules every trial of this backend imports, some only lazily deep inside a simulator: the driver imports
     them before any worker starts, so a missing one is one line naming its package, not a failed trial each."""
+    import_noise: ClassVar[dict[str, tuple[str, ...]]] = {}
+    """Per module of :attr:`requires`, the opening words of lines it prints on import that say nothing to a user
+    (kept off the screen by :func:`sweep.errors.import_quietly`), so a run's first line is sweep's own."""
+    success_keys: tuple[str, ...] = ()
+    """The keys of a task's own success rule this backend takes (``target.success_term``, ``target.success_fn``: of
+    :data:`sweep.contract.SUCCESS_KEYS`); none: it judges success by :attr:`success_rule` only."""
     xla_cache: bool = False
     """Its env shapes compile through XLA into the persistent cache (``compile_cache``), so they can be compiled
     ahead of the trials that need them (:mod:`sweep.execution.precompile`)."""
@@ -175,9 +181,20 @@ class Backend(ABC):
         if profile not in self.profiles():
             raise ConfigError(f"{key}: unknown profile {profile!r}; valid: {', '.join(self.profiles())}")
 
-    def preflight(self, profile: str, options: dict[str, Any]) -> None:
-        """Everything checkable before compute on this machine (installed, task, files); by default the install."""
+    def preflight(self, profile: str, options: dict[str, Any], success: dict[str, str] | None = None) -> None:
+        """Everything checkable before compute on this machine (installed, task, files, what the success rule names:
+        ``success``, the rule's keys that are set, :func:`sweep.contract.success_rule`); by default the install."""
         self.check_installed()
+
+    def starter_space(self, profile: str, options: dict[str, Any], success: dict[str, str] | None = None) -> str:
+        """A search space file's text for ``profile``, written from what its task registers (``sweep init``); a
+        backend whose tasks are all its own has none."""
+        raise ConfigError(f"backend={self.name}: sweep init writes spaces for Isaac Lab tasks (backend=isaaclab)")
+
+    def success_text(self, cfg: Any) -> str:
+        """The success rule a trial of ``cfg`` (a TrialConfig) is judged by, in words: :attr:`success_rule` unless the
+        backend takes a task's own rule."""
+        return self.success_rule
 
     def control_dt_s(self, profile: str) -> float:
         """Seconds of simulated time per policy step for ``profile`` (used by the update-period constraint)."""

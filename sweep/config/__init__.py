@@ -2,7 +2,16 @@
 (types checked by OmegaConf), and the value checks of :mod:`sweep.config.validation`; every error comes before any
 compute and names the file or the command line and the key."""
 
-from sweep.config.compose import compose, find_space, load, nested, read_yaml, spaces_dir, structured
+from sweep.config.compose import (
+    compose,
+    find_space,
+    load,
+    nested,
+    read_yaml,
+    saved_config,
+    spaces_dir,
+    structured,
+)
 from sweep.config.schema import (
     Baseline,
     Budget,
@@ -34,6 +43,7 @@ __all__ = [
     "load",
     "nested",
     "read_yaml",
+    "saved_config",
     "spaces_dir",
     "structured",
 ]

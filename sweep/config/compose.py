@@ -40,6 +40,17 @@ T = TypeVar("T")
 MOVED_TO_SEARCH = ("sampler", "prune", "race_slack", "intensify", "initial")
 
 
+def saved_config(data: dict[str, Any]) -> dict[str, Any]:
+    """A run folder's ``config.yaml`` as this version's schema reads it: a run written before the ``search:``
+    section existed keeps those keys at the top level, which sweep wrote itself, so a resume moves them (a space
+    file a user edits is told to move them instead: :func:`compose`)."""
+    data = dict(data)
+    moved = {key: data.pop(key) for key in MOVED_TO_SEARCH if key in data}
+    if moved:
+        data["search"] = {**moved, **(data.get("search") or {})}
+    return data
+
+
 def find_space(name: str) -> Path:
     """A space name or path -> the YAML file; an unknown one lists the shipped spaces."""
     as_path = Path(name)

@@ -39,6 +39,15 @@ class Target:
     """Which training-side signal ``eval_gate`` reads: ``train_success`` (the success share of the training episodes
     that ended since the last checkpoint) or ``on_track`` (of the training envs under way, the share that would
     succeed if they ended now; an env that does not give it runs every pass; see docs/methodology.md)."""
+    success_term: str | None = None
+    """A task's own success rule (Isaac Lab, manager-based tasks): an episode succeeds when it ends by this
+    termination term of the task's ``TerminationsCfg`` (e.g. ``goal_reached``). None: the backend's default rule
+    (Isaac Lab: velocity tracking, for tasks with a ``base_velocity`` command)."""
+    success_fn: str | None = None
+    """A task's own success rule (Isaac Lab, any task): ``module:function``, called after every step as
+    ``function(env, ended) -> bool tensor`` (``env``: the unwrapped Isaac Lab env; ``ended``: the envs whose episode
+    ended in that step; True: that episode succeeded). What Isaac Lab's reset clears before ``step`` returns, the
+    task must record itself (docs/isaaclab.md, "Your own task"). At most one of ``success_term`` and ``success_fn``."""
 
 
 @dataclass(frozen=True)

@@ -182,6 +182,21 @@ def _validate_names(cfg: RunConfig) -> None:
         raise ConfigError(f"{where}: seeds.sampler: must be in [0, 2**32) (got {cfg.seeds.sampler})")
 
 
+def _validate_success_rule(cfg: RunConfig, backend: Any) -> None:
+    """``target.success_term`` / ``target.success_fn``: their form, one at most, and a backend that takes a task's own
+    rule; what they name (a term of the task, a function that imports) is checked by the backend's preflight."""
+    from sweep.contract import check_success_rule, success_rule
+
+    rule = success_rule(cfg.target)
+    check_success_rule(rule, where=f"{cfg.space}: target.")
+    for key in rule:
+        if key not in backend.success_keys:
+            raise ConfigError(
+                f"{cfg.space}: target.{key}: backend {cfg.backend} judges success by its own rule "
+                f"({backend.success_rule}); a task's own rule is an Isaac Lab option (backend: isaaclab)"
+            )
+
+
 def _validate(cfg: RunConfig) -> RunConfig:
     from sweep import perf
     from sweep.backends import get_backend
@@ -243,6 +258,7 @@ def _validate(cfg: RunConfig) -> RunConfig:
             f"{where}: target.eval_gate_signal: must be one of {list(GATE_SIGNALS)} "
             f"(got {cfg.target.eval_gate_signal!r})"
         )
+    _validate_success_rule(cfg, backend)
     if not 0 < cfg.constraints.memory_share <= 1:
         raise ConfigError(f"{where}: constraints.memory_share: must be in (0, 1] (got {cfg.constraints.memory_share})")
     check_training_seed(cfg.seeds.training, key=f"{where}: seeds.training")

@@ -81,6 +81,8 @@ def trial_config(
         eval_every_steps=cfg.target.eval_every_steps,
         eval_gate=cfg.target.eval_gate,
         eval_gate_signal=cfg.target.eval_gate_signal,
+        success_term=cfg.target.success_term,
+        success_fn=cfg.target.success_fn,
         cap_s=cap_s,
         race_cap_s=race_cap_s,
         device=cfg.device,

@@ -81,7 +81,7 @@ def recommended(run_dir: Path, rows: list[dict]) -> dict[str, Any] | None:
         "task": {
             "backend": cfg.backend,
             "profile": cfg.profile,
-            "success_rule": backend.success_rule,
+            "success_rule": backend.success_text(cfg),
             "target_success": cfg.target,
             "eval_episodes": cfg.eval_episodes,
         },

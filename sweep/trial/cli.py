@@ -11,7 +11,7 @@ from typing import Any
 from sweep.analysis.summary import Summary, ci_text, summarize
 from sweep.backends import get_backend
 from sweep.backends.base import resolve_device
-from sweep.contract import CONTINUE, TrialConfig, TrialState
+from sweep.contract import CONTINUE, TrialConfig, TrialState, success_rule
 from sweep.errors import ConfigError
 from sweep.ledger import Row
 
@@ -42,7 +42,11 @@ def checked(cfg: TrialConfig) -> TrialConfig:
 
     cfg.validate()
     checkpoints.check_keep(cfg.checkpoints)
-    get_backend(cfg.backend).check_profile(cfg.profile)
+    backend = get_backend(cfg.backend)
+    backend.check_profile(cfg.profile)
+    for key in success_rule(cfg):
+        if key not in backend.success_keys:
+            raise ConfigError(f"{key}: backend {cfg.backend} judges success by its own rule ({backend.success_rule})")
     perf.resolve(cfg.flags)
     return cfg
 
@@ -84,7 +88,7 @@ def main(argv: list[str], run: Callable[..., Row]) -> int:
     from sweep.ledger import LedgerWriter, read_rows
 
     cfg, extra = config_from_overrides(parse_overrides(argv))
-    get_backend(cfg.backend).preflight(cfg.profile, cfg.backend_options)
+    get_backend(cfg.backend).preflight(cfg.profile, cfg.backend_options, success_rule(cfg))
     device = resolve_device(cfg.device)
     price = resolve_price(extra, device)
     run_id = str(extra.get("run_id") or time.strftime("trial-%Y%m%d-%H%M%S"))

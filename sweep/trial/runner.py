@@ -36,6 +36,7 @@ from sweep.contract import (
     cap_reached,
     end_state,
     panel_seeds,
+    success_rule,
 )
 from sweep.ledger import PhaseClock, Row, TrialRows
 from sweep.params import trial_params
@@ -119,6 +120,9 @@ def build(
     perf.apply_to_process(flags)  # before the first env: its reset compiles too, and must read the persistent cache
     knobs = perf.backend_knobs(flags, backend.knobs)
     knobs.update((k, v) for k, v in cfg.backend_options.items() if k in backend.knobs)
+    rule = success_rule(cfg)
+    if rule:  # the task's own success rule, with the target its untrained policy must not meet already
+        knobs["success"] = {**rule, "target": cfg.target}
     ahead = compile_ahead(backend, cfg.num_envs, device, cfg.profile, knobs)
     stack.callback(ahead.join)  # however the trial ends, nothing of it outlives the trial
     lap("backend")

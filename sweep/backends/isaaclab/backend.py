@@ -42,16 +42,16 @@ from sweep.backends.isaaclab.cfg import (
     KNOBS,
     PARAMS_DIR,
     RSL_RL_ONLY_NOTE,
-    TASK_PREFIXES,
+    TASK_ID,
     TASKS,
     TRAIN_COMMAND,
+    TRAIN_SCRIPT,
     agent_device,
     apply_overrides,
     asset_paths,
     check_built_physics,
     check_knobs,
     check_physics,
-    check_velocity_task,
     flag_settings,
     missing_assets,
     needs_kit,
@@ -67,21 +67,43 @@ from sweep.backends.isaaclab.cfg import (
     with_rsl_rl_only,
     write_params,
 )
-from sweep.backends.isaaclab.success import MAX_ERR_XY_MPS, MAX_ERR_YAW_RADPS, SuccessTracker
+from sweep.backends.isaaclab.success import (
+    MAX_ERR_XY_MPS,
+    MAX_ERR_YAW_RADPS,
+    FnRule,
+    SuccessTracker,
+    TermRule,
+    VelocityRule,
+)
+from sweep.backends.isaaclab.tasks import (
+    SuccessSpec,
+    TaskFacts,
+    import_tasks,
+    load_success_fn,
+    resolve_success,
+    success_words,
+    task_facts,
+    tasks_modules,
+)
 from sweep.backends.policy import MlpPolicy
+from sweep.contract import success_rule
 from sweep.errors import ConfigError, MissingExtraError
 
 INSTALL_HINT = (
     "Isaac Lab is not installed: in a Python 3.12 environment run pip install isaaclab==3.0.0, then "
     "pip install -e . 'mujoco==3.12.*' (Isaac Lab 3.0 keeps its torch and mujoco; docs/isaaclab.md) and run sweep there"
 )
-CONTROL_DT_S = 0.005 * 4  # Isaac Lab's velocity env (LocomotionVelocityRoughEnvCfg): 5 ms physics x decimation 4
-EPISODE_STEPS = 1000  # its 20 s episodes at 50 Hz
+#: The control period and episode length of Isaac Lab's velocity env (LocomotionVelocityRoughEnvCfg: 5 ms physics x
+#: decimation 4, 20 s episodes): what the shipped tasks' listing says, and the control period a config check assumes
+#: before the preflight has read the task's own (:meth:`IsaacLab.control_dt_s`).
+CONTROL_DT_S = 0.005 * 4
+EPISODE_STEPS = 1000
 ASSET_ROOT_ENV = "ISAACSIM_ASSET_ROOT"
 
 _find_spec = importlib.util.find_spec  # tests replace it to simulate a machine without Isaac Lab
 _APP: Any = None  # Kit's SimulationApp: launched at most once per process, never relaunched
 _SCENE: IsaacLabEnv | None = None  # the one Isaac Lab env of this process
+_FACTS: dict[str, TaskFacts] = {}  # task id -> what its config says, as the preflight read it in this process
 
 
 def use_asset_root(root: str | None) -> None:
@@ -112,18 +134,18 @@ def _check_preset(preset: str) -> None:
         )
 
 
-def _task_configs(task: str, lines: list[str]) -> tuple[str, Any, Any]:
-    """(registered id, env cfg, agent cfg) of a velocity task with ``lines`` applied; imports Isaac Lab's registry.
+def _task_configs(task: str, lines: list[str], modules: tuple[str, ...] = ()) -> tuple[str, Any, Any]:
+    """(registered id, env cfg, agent cfg) of a task with ``lines`` applied; registers Isaac Lab's tasks, installed
+    projects' and those of ``modules`` (``backend_options.tasks_module``) first.
 
-    A task that is no velocity task, or has no preset the lines select, is one line naming ``profile``.
+    An unknown id, a task with no rsl-rl agent config, or one without the preset the lines select, is one line.
     """
     import gymnasium as gym
-    import isaaclab_tasks  # noqa: F401  (registers the tasks in gym's registry)
     from isaaclab_tasks.utils import load_cfg_from_registry, resolve_presets
 
-    task = resolve_task_id(task, gym.registry.keys())
+    own = import_tasks(modules)
+    task = resolve_task_id(task, gym.registry.keys(), own)
     env_cfg = load_cfg_from_registry(task, "env_cfg_entry_point")
-    check_velocity_task(task, env_cfg, gym.registry.keys())
     if gym.spec(task).kwargs.get("rsl_rl_cfg_entry_point") is None:
         raise ConfigError(f"profile={task}: the task registers no rsl-rl agent config (rsl_rl_cfg_entry_point)")
     agent_cfg = load_cfg_from_registry(task, "rsl_rl_cfg_entry_point")
@@ -135,6 +157,19 @@ def _task_configs(task: str, lines: list[str]) -> tuple[str, Any, Any]:
         first = str(exc).strip().splitlines()[0]
         raise ConfigError(f"profile={task}: {first} (backend_options.physics_preset)") from None
     return task, env_cfg, agent_cfg
+
+
+def load_task(task: str, lines: list[str], knobs: dict[str, Any], rule: dict[str, Any]) -> tuple[Any, Any, SuccessSpec]:
+    """(env cfg, agent cfg, success rule) of ``task`` with the override ``lines`` and the ``knobs``' task modules: its
+    physics the preset asked for, the rule (``success_term`` / ``success_fn``, or none) resolved against the task.
+    Records the task's facts for :meth:`IsaacLab.control_dt_s`."""
+    import gymnasium as gym
+
+    task, env_cfg, agent_cfg = _task_configs(task, lines, tasks_modules(knobs))
+    check_physics(env_cfg, knobs.get("physics_preset", DEFAULT_PRESET))
+    facts = task_facts(task, gym.spec(task).entry_point, env_cfg)
+    _FACTS[task] = facts
+    return env_cfg, agent_cfg, resolve_success(facts, rule)
 
 
 def needed_assets(env_cfg: Any) -> list[str]:
@@ -149,25 +184,17 @@ def needed_assets(env_cfg: Any) -> list[str]:
     return sorted(set(paths))
 
 
-def task_agent_config(task: str, lines: list[str], device: str) -> dict[str, Any]:
+def task_agent_config(task: str, lines: list[str], device: str, modules: tuple[str, ...] = ()) -> dict[str, Any]:
     """The rsl-rl config of ``task`` as Isaac Lab's trainer builds it: the registered agent config with the override
     ``lines`` applied, ``agent.device``, ``handle_deprecated_rsl_rl_cfg`` for the installed rsl-rl, then ``to_dict``
-    (tuples stay tuples, as the trainer's ``params/agent.yaml`` keeps them)."""
+    (tuples stay tuples, as the trainer's ``params/agent.yaml`` keeps them). ``modules``: the task modules to import
+    (``backend_options.tasks_module``)."""
     from isaaclab.utils import to_dict
     from isaaclab_rl.rsl_rl import check_rsl_rl_version, handle_deprecated_rsl_rl_cfg
 
-    _, _, agent_cfg = _task_configs(task, lines)
+    _, _, agent_cfg = _task_configs(task, lines, modules)
     agent_cfg.device = agent_device(device)
     return to_dict(handle_deprecated_rsl_rl_cfg(agent_cfg, check_rsl_rl_version()))
-
-
-def _torch_view(array: Any) -> Tensor:
-    """A torch view of an Isaac Lab 3.0 data array (a ``ProxyArray`` or a plain warp array), no copy."""
-    if hasattr(array, "torch"):
-        return array.torch
-    import warp as wp
-
-    return wp.to_torch(array)
 
 
 class IsaacLabEnv(TaskEnv):
@@ -175,34 +202,36 @@ class IsaacLabEnv(TaskEnv):
     in the evaluation process. Only a panel is ever reset with held-out seeds.
 
     ``env_cfg`` is the config the scene was built from; ``physics`` what the built scene runs, ``"<config
-    class>/<manager class>"`` (e.g. ``NewtonCfg/NewtonMJWarpManager``).
+    class>/<manager class>"`` (e.g. ``NewtonCfg/NewtonMJWarpManager``); ``success`` the rule its episodes are judged
+    by (default: the velocity rule on ``base_velocity``).
     """
 
-    def __init__(self, wrapper: Any, env_cfg: Any, physics: str, panel: bool = False) -> None:
+    def __init__(
+        self, wrapper: Any, env_cfg: Any, physics: str, panel: bool = False, success: SuccessSpec | None = None
+    ) -> None:
         self.wrapper, self.env_cfg, self.physics, self.panel = wrapper, env_cfg, physics, panel
         self.num_envs, self.num_actions = int(wrapper.num_envs), int(wrapper.num_actions)
         self.max_episode_length = int(wrapper.max_episode_length)
         self.device, self.cfg, self.control_dt_s = str(wrapper.device), wrapper.cfg, float(wrapper.unwrapped.step_dt)
-        self.tracker = SuccessTracker(self.num_envs, self.device)
-        term = wrapper.unwrapped.command_manager.get_term("base_velocity")
-        self._command, self._data = term, wrapper.unwrapped.scene[term.cfg.asset_name].data
+        self.success = success or SuccessSpec("velocity", "base_velocity")
+        self.rule = make_rule(self.success, wrapper.unwrapped, self.num_envs, self.device)
         self._obs: TensorDict | None = None
         self._finished = self._success = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
 
-    def measure(self) -> tuple[Tensor, Tensor]:
-        """(command, base velocity) now, (num_envs, 3) each: vx, vy (m/s), yaw rate (rad/s), base frame."""
-        lin, ang = _torch_view(self._data.root_lin_vel_b), _torch_view(self._data.root_ang_vel_b)
-        return self._command.command, torch.cat([lin[:, :2], ang[:, 2:3]], dim=1)
+    @property
+    def tracker(self) -> SuccessTracker:
+        """The velocity rule's error sums (the default rule only)."""
+        return self.rule.tracker
 
     def get_observations(self) -> TensorDict:
         """The task's observation groups (``policy``, ...), (num_envs, dim) each."""
         return self.wrapper.get_observations()
 
     def step(self, actions: Tensor) -> tuple[TensorDict, Tensor, Tensor, dict]:
-        """One control step (0.02 s) of the scene; ``extras`` gains ``time_outs`` and ``success``."""
+        """One control step of the scene; ``extras`` gains ``time_outs`` and ``success`` (the task's rule)."""
         obs, rewards, dones, extras = self.wrapper.step(actions)
         env = self.wrapper.unwrapped
-        success = self.tracker.update(*self.measure(), dones, env.reset_terminated)
+        success = self.rule.update(env, dones)
         extras = {**extras, "time_outs": extras.get("time_outs", env.reset_time_outs), "success": success}
         return obs, rewards, dones, extras
 
@@ -222,8 +251,9 @@ class IsaacLabEnv(TaskEnv):
             raise RuntimeError("the training scene is never reset with held-out seeds: the panel has its own scene")
         if len(seeds) != self.num_envs:
             raise ValueError(f"reset_with_seeds needs {self.num_envs} seeds, got {len(seeds)}")
-        self.wrapper.unwrapped.reset(seed=int(seeds[0]))
-        self.tracker.reset()
+        with torch.inference_mode():  # as every step of a pass (and of Isaac Lab's own player) runs
+            self.wrapper.unwrapped.reset(seed=int(seeds[0]))
+        self.rule.reset()
         self._finished = self._success = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
         self._obs = self.get_observations()
         return self._obs
@@ -254,8 +284,9 @@ class IsaacLabEnv(TaskEnv):
 
     def on_track_share(self, min_steps: int) -> float | None:
         """Of the envs ``min_steps`` or more into their episode, the share on track for a success
-        (:meth:`SuccessTracker.on_track`; one that fell has restarted: never counted)."""
-        return self.tracker.on_track(min_steps)
+        (:meth:`SuccessTracker.on_track`; one that fell has restarted: never counted); None under a task's own rule,
+        which says nothing before an episode ends."""
+        return self.rule.on_track(min_steps)
 
     def synchronize(self) -> None:
         """Wait for queued GPU work (phase boundaries only)."""
@@ -268,6 +299,20 @@ class IsaacLabEnv(TaskEnv):
         if _SCENE is self:
             _SCENE = None
         self.wrapper.close()
+
+
+def make_rule(spec: SuccessSpec, env: Any, num_envs: int, device: str) -> VelocityRule | TermRule | FnRule:
+    """The rule ``spec`` names, counting on the unwrapped Isaac Lab ``env`` (``num_envs`` envs on ``device``)."""
+    if spec.kind == "term":
+        return TermRule(spec.name)
+    if spec.kind == "fn":
+        return FnRule(load_success_fn(spec.name), spec.name)
+    return VelocityRule(env, spec.name, spec.thresholds, num_envs, device)
+
+
+def _rule_keys(rule: Any) -> dict[str, Any]:
+    """The keys of a trial's own success rule (``success_term`` / ``success_fn``) in what the runner hands over."""
+    return {k: v for k, v in (rule or {}).items() if k in ("success_term", "success_fn")}
 
 
 def _launch_kit_if_needed(physics_preset: str, device: str) -> None:
@@ -283,9 +328,12 @@ def _launch_kit_if_needed(physics_preset: str, device: str) -> None:
     _APP = AppLauncher(headless=True, device=device).app
 
 
-def build_env(task: str, num_envs: int, seed: int, device: str, knobs: dict, panel: bool = False) -> IsaacLabEnv:
+def build_env(
+    task: str, num_envs: int, seed: int, device: str, knobs: dict, panel: bool = False, rule: dict | None = None
+) -> IsaacLabEnv:
     """Resolve the task's configs, apply the overrides, build and wrap the env (the only place building Isaac Lab);
-    the process's one scene. The built scene must run the physics preset asked for.
+    the process's one scene, judged by ``rule`` (``success_term`` / ``success_fn``; none: the default). The built
+    scene must run the physics preset asked for.
 
     Isaac Lab and Kit end the process on some failures (``SystemExit``); that becomes an error naming the step, so
     the trial ends ``failed`` with its seconds billed and the worker lives on.
@@ -304,8 +352,7 @@ def build_env(task: str, num_envs: int, seed: int, device: str, knobs: dict, pan
         import gymnasium as gym
         from isaaclab_rl.rsl_rl import RslRlVecEnvWrapper
 
-        task, env_cfg, agent_cfg = _task_configs(task, overrides(num_envs, None, seed, knobs))
-        check_physics(env_cfg, preset)
+        env_cfg, agent_cfg, success = load_task(task, overrides(num_envs, None, seed, knobs), knobs, rule or {})
         env_cfg.seed, env_cfg.sim.device = seed, device
         wrapper = RslRlVecEnvWrapper(gym.make(task, cfg=env_cfg), clip_actions=getattr(agent_cfg, "clip_actions", None))
     except SystemExit as exc:
@@ -319,36 +366,46 @@ def build_env(task: str, num_envs: int, seed: int, device: str, knobs: dict, pan
     except RuntimeError:
         wrapper.close()
         raise
-    _SCENE = IsaacLabEnv(wrapper, env_cfg, physics, panel=panel)
+    try:
+        _SCENE = IsaacLabEnv(wrapper, env_cfg, physics, panel=panel, success=success)
+    except BaseException:
+        wrapper.close()
+        raise
     return _SCENE
 
 
 class IsaacLab(Backend):
-    """Registry entry ``isaaclab``: Isaac Lab 3.0 velocity tasks through ``RslRlVecEnvWrapper``."""
+    """Registry entry ``isaaclab``: Isaac Lab 3.0 tasks, Isaac Lab's own and a project's own, through
+    ``RslRlVecEnvWrapper``."""
 
     name = "isaaclab"
     success_rule = (
         "no termination other than the time-out (no fall) and per-step mean velocity-command tracking errors below "
-        f"{MAX_ERR_XY_MPS} m/s (xy) and {MAX_ERR_YAW_RADPS} rad/s (yaw), as Isaac Lab 3.0's success metric"
+        f"the command's own success thresholds ({MAX_ERR_XY_MPS} m/s xy and {MAX_ERR_YAW_RADPS} rad/s yaw in Isaac Lab "
+        "3.0's quadruped tasks), as Isaac Lab 3.0's success metric"
     )
     knobs = KNOBS
+    success_keys = ("success_term", "success_fn")
 
     def profiles(self) -> dict[str, Profile]:
         """Isaac Lab 3.0 task ids; each is a velocity env: 20 s episodes at 50 Hz = 1000 control steps."""
         return {name: Profile(name, EPISODE_STEPS, MAX_ERR_XY_MPS, text) for name, text in TASKS.items()}
 
     def check_profile(self, profile: str, key: str = "profile") -> None:
-        """A 2.x id names its 3.0 id; ``Isaac-`` and ``IsaacContrib-`` ids are checked against Isaac Lab's registry
-        (a velocity task, with an rsl-rl agent config) by :meth:`preflight`."""
+        """A 2.x id names its 3.0 id; any other id that reads like a task id (Isaac Lab's, or a project's own that
+        ``backend_options.tasks_module`` registers) is checked against the registry by :meth:`preflight`."""
         new = renamed_task(profile, TASKS)
         if new is not None:
             raise ConfigError(f"{key}={profile}: an Isaac Lab 2.x task id; Isaac Lab 3.0 registers it as {new}")
-        if profile not in TASKS and not profile.startswith(TASK_PREFIXES):
-            raise ConfigError(f"{key}: '{profile}' is not an Isaac Lab task id; e.g. {', '.join(TASKS)}")
+        if not TASK_ID.fullmatch(profile):
+            raise ConfigError(
+                f"{key}: '{profile}' is not an Isaac Lab task id; e.g. {', '.join(TASKS)}, or your own project's"
+            )
 
-    def preflight(self, profile: str, options: dict[str, Any]) -> None:
-        """Before any compute: Isaac Lab importable, preset runnable, a registered velocity task, every asset file
-        present.
+    def preflight(self, profile: str, options: dict[str, Any], success: dict[str, str] | None = None) -> None:
+        """Before any compute: Isaac Lab importable, preset runnable, the task modules import, a registered task with
+        an rsl-rl agent config, a success rule that applies to it (``success``: ``success_term`` / ``success_fn``;
+        none: the velocity rule, for a task with a velocity command), every asset file present.
 
         Sets ``ISAACSIM_ASSET_ROOT`` for this process and the workers it starts. Missing assets are one line each.
         """
@@ -358,7 +415,7 @@ class IsaacLab(Backend):
         _check_preset(knobs.get("physics_preset", DEFAULT_PRESET))
         if needs_kit(knobs.get("physics_preset", DEFAULT_PRESET)):
             return  # a task's config cannot be loaded before Kit starts, and Kit starts in the workers only
-        _, env_cfg, _ = _task_configs(profile, overrides(1, None, 0, knobs))
+        env_cfg, _, _ = load_task(profile, overrides(1, None, 0, knobs), knobs, success or {})
         root = knobs.get("asset_root")
         if root is not None:
             missing = missing_assets(needed_assets(env_cfg), Path(os.environ[ASSET_ROOT_ENV]))
@@ -369,11 +426,39 @@ class IsaacLab(Backend):
                     f"there:\n{lines}\nput them under the root (same relative paths as Isaac Lab's asset server)"
                 )
 
+    def starter_space(self, profile: str, options: dict[str, Any], success: dict[str, str] | None = None) -> str:
+        """The starter space of ``profile`` (:mod:`sweep.backends.isaaclab.starter`) from its registered configs, the
+        modules of ``options['tasks_module']`` imported first; a rule given (``success``) is checked against the task,
+        none is left for the user to name where the task has no velocity command."""
+        import gymnasium as gym
+
+        from sweep.backends.isaaclab.starter import starter_space
+
+        self.check_installed()
+        knobs = check_knobs({k: v for k, v in options.items() if k in KNOBS})
+        use_asset_root(knobs.get("asset_root"))
+        preset = knobs.get("physics_preset", DEFAULT_PRESET)
+        modules = tasks_modules(knobs)
+        task, env_cfg, agent_cfg = _task_configs(profile, [f"presets={preset}"], modules)
+        check_physics(env_cfg, preset)
+        spec = gym.spec(task)
+        facts = task_facts(task, spec.entry_point, env_cfg)
+        if success:
+            resolve_success(facts, success)
+        entries = (str(spec.kwargs["env_cfg_entry_point"]), str(spec.kwargs["rsl_rl_cfg_entry_point"]))
+        mini_batches = int(agent_cfg.algorithm.num_mini_batches)
+        horizon = int(agent_cfg.num_steps_per_env)
+        return starter_space(
+            facts, int(env_cfg.scene.num_envs), horizon, mini_batches, modules, dict(success or {}), entries
+        )
+
     def make_env(self, num_envs: int, seed: int, device: str, profile: str, **knobs: object) -> IsaacLabEnv:
         """The process's training scene; knobs from ``backend_options``. A second live scene in one process is an
         error (Isaac Lab hosts one simulation per process)."""
         self.check_profile(profile)
-        return build_env(profile, num_envs, seed, device, check_knobs(dict(knobs)))
+        options = dict(knobs)
+        rule = options.pop("success", None)  # the task's own rule, when the trial names one (trial.runner.build)
+        return build_env(profile, num_envs, seed, device, check_knobs(options), rule=_rule_keys(rule))
 
     def make_eval_env(self, num_envs: int, seed: int, device: str, profile: str, **knobs: object) -> TaskEnv:
         """The held-out panel's scene of ``num_envs`` envs, in an evaluation process of its own (started, or kept
@@ -382,7 +467,9 @@ class IsaacLab(Backend):
         from sweep.backends.isaaclab.evaluation import open_panel
 
         self.check_profile(profile)
-        return open_panel(profile, num_envs, device, check_knobs(dict(knobs)))
+        options = dict(knobs)
+        rule = options.pop("success", None)
+        return open_panel(profile, num_envs, device, check_knobs(options), rule)
 
     def agent_config(self, cfg: Any, flags: dict[str, Any], trial_dir: Path | None = None) -> dict[str, Any]:
         """What rsl-rl gets in a trial of ``cfg``: the task's agent config built as Isaac Lab's trainer builds it with
@@ -394,7 +481,8 @@ class IsaacLab(Backend):
         else:
             use_asset_root(trial_knobs(cfg).get("asset_root"))
             self.check_installed()
-            agent = task_agent_config(cfg.profile, trial_overrides(cfg, flags), resolve_device(cfg.device))
+            lines, modules = trial_overrides(cfg, flags), tasks_modules(trial_knobs(cfg))
+            agent = task_agent_config(cfg.profile, lines, resolve_device(cfg.device), modules)
         return with_rsl_rl_only(agent, flag_settings(flags)[1])
 
     def record_configs(self, train_cfg: dict[str, Any], env: TaskEnv, folder: Path) -> None:
@@ -413,8 +501,18 @@ class IsaacLab(Backend):
             raise MissingExtraError(f"{INSTALL_HINT} (missing: {', '.join(missing)})")
 
     def control_dt_s(self, profile: str) -> float:
-        """0.02 s for every velocity task: decimation 4 x 0.005 s physics step."""
-        return CONTROL_DT_S
+        """The task's own control period (``sim.dt`` x ``decimation``) once the preflight has read its config in this
+        process; before that, the velocity tasks' 0.02 s."""
+        facts = _FACTS.get(profile)
+        return facts.control_dt_s if facts is not None else CONTROL_DT_S
+
+    def success_text(self, cfg: Any) -> str:
+        """The rule a trial of ``cfg`` is judged by, in words: the task's own where the trial names one."""
+        rule = success_rule(cfg)
+        if not rule:
+            return self.success_rule
+        key, name = next(iter(rule.items()))
+        return success_words("term" if key == "success_term" else "fn", name)
 
     def versions(self) -> dict[str, str]:
         """isaaclab / newton / isaacsim versions when importable, else ``{"isaaclab": "not installed"}``."""
@@ -441,7 +539,23 @@ class IsaacLab(Backend):
                 functools.reduce(lambda node, name: node.setdefault(name, {}), path[:-1], env)[path[-1]] = value
         line = " ".join(lines)
         section = {"task": cfg.profile, "physics_preset": knobs.get("physics_preset", DEFAULT_PRESET), "override": line}
-        section["command"] = f"{TRAIN_COMMAND} --task {cfg.profile} {line}"
+        modules = tasks_modules(knobs)
+        # a task that tasks_module registers trains with the project's own script, which imports the module first
+        section["command"] = f"{f'python {TRAIN_SCRIPT}' if modules else TRAIN_COMMAND} --task {cfg.profile} {line}"
+        if modules:
+            section["tasks_module"] = list(modules)
+            section["trainer"] = (
+                f"{TRAIN_SCRIPT}: your project's trainer, which imports {', '.join(modules)} and then trains as "
+                "Isaac Lab's rsl-rl trainer does; with your project installed (its isaaclab.tasks entry point) the "
+                f"same line runs in {TRAIN_COMMAND}"
+            )
+        rule = success_rule(cfg)
+        section["success"] = {"rule": self.success_text(cfg)}
+        section["success"]["source"] = (
+            " ".join(f"target.{key}={value}" for key, value in rule.items())
+            if rule
+            else "the default: the task's velocity command (base_velocity) and its success thresholds"
+        )
         if knobs.get("asset_root"):
             section["asset_root"] = knobs["asset_root"]  # ISAACSIM_ASSET_ROOT for the trainer, as the trials had
         rsl_rl_only = {"how": RSL_RL_ONLY_NOTE, **plain(only), "perf_flags": perf.resolve(cfg.flags)}

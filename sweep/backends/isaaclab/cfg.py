@@ -22,7 +22,7 @@ from sweep.errors import ConfigError
 PHYSICS_PRESETS = ("newton_mjwarp", "physx")
 DEFAULT_PRESET = "newton_mjwarp"
 #: ``backend_options`` keys of the Isaac Lab backend (fixed for a run, never swept).
-KNOBS = ("physics_preset", "gpu_max_num_partitions", "newton_cuda_graph", "asset_root", "env")
+KNOBS = ("physics_preset", "gpu_max_num_partitions", "newton_cuda_graph", "asset_root", "env", "tasks_module")
 #: Velocity tasks of Isaac Lab 3.0.0 with the ANYmal-D robot, and what each is.
 _RULE = "success: no fall, mean xy error < 0.5 m/s and yaw error < 0.4 rad/s"
 TASKS = {
@@ -31,10 +31,14 @@ TASKS = {
 }
 #: How Isaac Lab 3.0's task ids begin: its core tasks and those of its contrib package (A1, ANYmal-C, Spot, ...).
 TASK_PREFIXES = ("Isaac-", "IsaacContrib-")
-#: The command term of a velocity task, which the success rule reads.
-VELOCITY_COMMAND = "base_velocity"
-#: The train command of Isaac Lab 3.0's wheel (it ships no scripts/ folder); overrides follow it.
+#: The train command of Isaac Lab 3.0's wheel (it ships no scripts/ folder); overrides follow it. It registers Isaac
+#: Lab's tasks and those of installed projects (their ``isaaclab.tasks`` entry points).
 TRAIN_COMMAND = "python -m isaaclab train --rl_library rsl_rl"
+#: A project's own trainer script, which imports its task package before it trains (the path Isaac Lab's project
+#: template gave it): the command of a task that ``backend_options.tasks_module`` registers.
+TRAIN_SCRIPT = "scripts/rsl_rl/train.py"
+#: A dotted module name (``backend_options.tasks_module``).
+MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 #: Fields declared by isaaclab_rl.rsl_rl's runner and PPO config classes (rl_cfg.py): a perf flag acting through one
 #: of them is an ``agent.`` override; any other setting of a trial is ``rsl_rl_only``.
@@ -75,6 +79,15 @@ def check_knobs(knobs: dict[str, Any]) -> dict[str, Any]:
     env = knobs.get("env")
     if env is not None and not isinstance(env, dict):
         raise ConfigError(f"backend_options.env={env!r}: a mapping of task settings, e.g. {{episode_length_s: 10}}")
+    modules = knobs.get("tasks_module")
+    listed = [modules] if isinstance(modules, str) else modules
+    if modules is not None and not (
+        isinstance(listed, list) and listed and all(isinstance(m, str) and MODULE.fullmatch(m) for m in listed)
+    ):
+        raise ConfigError(
+            f"backend_options.tasks_module={modules!r}: the module that registers your tasks (e.g. "
+            "my_project.tasks), or a list of them"
+        )
     return dict(knobs)
 
 
@@ -247,16 +260,6 @@ def velocity_tasks(registered: Iterable[str]) -> list[str]:
     return sorted(n for n in set(registered) if n.startswith(TASK_PREFIXES) and "-Velocity-" in n)
 
 
-def check_velocity_task(task: str, env_cfg: Any, registered: Iterable[str]) -> None:
-    """A task is a velocity task when its env config has the ``base_velocity`` command (what the success rule
-    reads); any other registered id is one line listing the velocity tasks."""
-    if getattr(getattr(env_cfg, "commands", None), VELOCITY_COMMAND, None) is None:
-        raise ConfigError(
-            f"profile={task}: not an Isaac Lab velocity task (its env config has no {VELOCITY_COMMAND} command, which "
-            f"the success rule reads); velocity tasks: {', '.join(velocity_tasks(registered))}"
-        )
-
-
 def _squash(task: str) -> str:
     return re.sub(r"[^a-z0-9]", "", task.lower().removesuffix("-v0"))
 
@@ -267,17 +270,28 @@ def renamed_task(task: str, known: Iterable[str]) -> str | None:
     return matches[0] if matches else None
 
 
-def resolve_task_id(task: str, registered: Iterable[str]) -> str:
-    """``task`` if registered; a 2.x id or an unknown one is one line naming the 3.0 id or the velocity tasks."""
+def resolve_task_id(task: str, registered: Iterable[str], own: dict[str, tuple[str, ...]] | None = None) -> str:
+    """``task`` if registered; a 2.x id is one line naming its 3.0 id; an unknown one lists the ids that the user's
+    modules registered (``own``: module -> ids, from ``backend_options.tasks_module``), or without any, Isaac Lab's
+    velocity tasks and the key that names a project's own."""
     names = sorted(set(registered))
     if task in names:
         return task
     new = renamed_task(task, names)
     if new is not None:
         raise ConfigError(f"profile={task}: an Isaac Lab 2.x task id; Isaac Lab 3.0 registers it as profile={new}")
+    if own:
+        listed = "; ".join(f"{module}: {', '.join(ids) or 'none'}" for module, ids in own.items())
+        raise ConfigError(f"profile={task}: not a registered task; backend_options.tasks_module registered {listed}")
     raise ConfigError(
-        f"profile={task}: not a registered Isaac Lab task; velocity tasks: {', '.join(velocity_tasks(names))}"
+        f"profile={task}: not a registered Isaac Lab task; velocity tasks: {', '.join(velocity_tasks(names))} (your "
+        "own project's task: name the module that registers it, backend_options.tasks_module=<module>)"
     )
+
+
+#: What an Isaac Lab task id looks like (gym's ``Name-v0`` convention: a dash at least), checked before Isaac Lab
+#: is imported; whether it is registered is the preflight's question.
+TASK_ID = re.compile(r"[A-Za-z0-9_.:/]+-[A-Za-z0-9_.:/-]+")
 
 
 #: Config fields that only rendering reads (materials, debug markers, lights): kit-less training loads none of them.

@@ -9,8 +9,12 @@ and options. The trial's side is :class:`PanelEnv`, a ``TaskEnv`` whose passes t
   env; the scene was built from that seed too, so nothing in it ever draws from a training seed's stream;
 - ``policy_steps(policy, n)``: the child runs ``n`` control steps of the deterministic policy (the actor's weights and
   observation normalizer, sent once per pass as arrays) and answers which envs finished their first episode and
-  which of those succeeded, by the backend's success rule. :func:`sweep.trial.evaluation.evaluate` drives the pass as on
+  which of those succeeded, by the task's success rule. :func:`sweep.trial.evaluation.evaluate` drives the pass as on
   any env: the same checks every ``CHECK_EVERY`` steps, the same early verdict, the same Wilson interval.
+
+Under a task's own success rule, the child's first pass is preceded by one of the untrained policy (the trial's
+actor freshly initialized, from the panel's seed): a rule that it already meets at the target measures no training,
+and every pass of that panel is refused with one line naming the rule's key (a ``ConfigError`` in the trial).
 
 The wait is synchronous: the trial waits for each verdict, billed to its ``eval`` phase (the child's start to
 ``startup``, its first step to ``compile``). The training envs are neither reseeded, reset nor held: training
@@ -40,6 +44,7 @@ from tensordict import TensorDict
 from sweep.backends.base import TaskEnv
 from sweep.backends.policy import MlpPolicy, PolicyShape
 from sweep.contract import EVAL_SEED_BASE
+from sweep.errors import ConfigError
 
 #: Seconds the child may take to build its scene: a cold Warp kernel cache costs minutes on a GPU.
 BUILD_TIMEOUT_S = 1800.0
@@ -95,6 +100,8 @@ class PanelProcess:
                 self.close()
                 raise RuntimeError(self._death(f"{kind}: the held-out panel's process was silent {timeout_s:g} s"))
         status, answer = pickle.loads(self.conn.recv_bytes())
+        if status == "refused":  # the task's rule cannot measure training: the user's to fix, said as bad input is
+            raise ConfigError(answer)
         if status == "error":
             raise RuntimeError(f"held-out panel process, {kind}: {answer}")
         return answer
@@ -121,16 +128,19 @@ class PanelProcess:
 _PROCESS: PanelProcess | None = None  # this worker's panel process, kept between its trials
 
 
-def open_panel(task: str, num_envs: int, device: str, knobs: dict[str, Any]) -> PanelEnv:
+def open_panel(
+    task: str, num_envs: int, device: str, knobs: dict[str, Any], success: dict[str, Any] | None = None
+) -> PanelEnv:
     """The held-out panel's env of ``num_envs`` envs of ``task``: this worker's panel process if it hosts the same
-    scene, else a new one (the old one closed first: one panel per worker)."""
+    scene, else a new one (the old one closed first: one panel per worker). ``success``: the task's own rule
+    (``success_term`` / ``success_fn``) and the ``target`` that the untrained policy must not meet already."""
     global _PROCESS
-    key = (task, num_envs, device, repr(sorted(knobs.items())))
+    key = (task, num_envs, device, repr(sorted(knobs.items())), repr(sorted((success or {}).items())))
     if _PROCESS is not None and (_PROCESS.key != key or not _PROCESS.alive()):
         _PROCESS.close()
         _PROCESS = None
     if _PROCESS is None:
-        spec = {"task": task, "num_envs": num_envs, "device": device, "knobs": knobs}
+        spec = {"task": task, "num_envs": num_envs, "device": device, "knobs": knobs, "success": success}
         _PROCESS = PanelProcess(key, spec)
     return PanelEnv(_PROCESS)
 

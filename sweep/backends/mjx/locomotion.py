@@ -23,7 +23,15 @@ from tensordict import TensorDict
 
 from sweep.backends.base import Backend, Profile, TaskEnv
 from sweep.backends.mjx import compiled as mjx_compiled
-from sweep.backends.mjx.task import NUM_ACTIONS, PHYSICS_DT_S, SUBSTEPS, TaskParams, panel_keys, train_keys
+from sweep.backends.mjx.task import (
+    MJX_IMPORT_NOISE,
+    NUM_ACTIONS,
+    PHYSICS_DT_S,
+    SUBSTEPS,
+    TaskParams,
+    panel_keys,
+    train_keys,
+)
 from sweep.backends.policy import MlpPolicy, PolicyShape
 from sweep.errors import ConfigError, require
 
@@ -239,6 +247,7 @@ class MjxLocomotion(Backend):
     knobs = ("buffer_donation",)
     # flatbuffers: jax.export imports it only when the compile cache serializes a compiled step (every trial)
     requires = ("jax", "mujoco", "mujoco.mjx", "flatbuffers")
+    import_noise = {"mujoco.mjx": MJX_IMPORT_NOISE}
     xla_cache = True
 
     def profiles(self) -> dict[str, Profile]:
@@ -279,7 +288,7 @@ class MjxLocomotion(Backend):
     def control_dt_s(self, profile: str) -> float:
         return PHYSICS_DT_S * SUBSTEPS
 
-    def preflight(self, profile: str, options: dict[str, Any]) -> None:
+    def preflight(self, profile: str, options: dict[str, Any], success: dict[str, str] | None = None) -> None:
         """Say once, on stderr, when the installed mujoco is not the tested one (the task may train differently)."""
         note = untested_mujoco()
         if note:

@@ -1,0 +1,1 @@
+"""Stand up from a crouch and hold it (direct workflow: the project's own DirectRLEnv subclass)."""

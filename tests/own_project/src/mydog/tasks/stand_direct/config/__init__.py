@@ -1,0 +1,1 @@
+"""The robots the stand task is registered for."""

@@ -1,0 +1,1 @@
+"""Agent configurations of the stand task."""

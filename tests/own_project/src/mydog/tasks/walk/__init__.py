@@ -1,0 +1,1 @@
+"""Velocity tracking on flat ground (manager-based), with the project's own reward weights."""

@@ -1,0 +1,1 @@
+"""The robots the walk task is registered for."""
