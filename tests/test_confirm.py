@@ -15,6 +15,7 @@ from sweep.contract import EVAL_SEED_BASE
 from sweep.errors import ConfigError
 from sweep.ledger import last_rows, metrics, read_rows
 from sweep.planner import confirm
+from sweep.planner.phase import Phase
 from tests.replay_table import write_seeded_table
 from tests.test_planner import planner
 
@@ -85,7 +86,7 @@ def test_racing_stops_a_clearly_worse_candidate_after_two_seeds(tmp_path: Path) 
     stats = {c.key: c for c in evidence.config_stats(p.rows)}
     out = confirm.out_of_race(stats, p.confirmation.finalists(p.rows), 1.5)
     assert list(out.values()) == ["mean $36.0000 > 1.5 x the leader's $11.0000"]
-    assert p.confirmation.done.startswith("confirmation complete")
+    assert p.phase.now is Phase.OVER and p.phase.why.startswith("confirmation complete")
 
 
 def test_without_racing_pressure_every_finalist_gets_its_seeds(tmp_path: Path) -> None:
@@ -112,8 +113,11 @@ def test_confirmation_is_billed_in_the_budget_and_shown_apart(tmp_path: Path) ->
     search = sum(metrics(r)["usd"] for r in ends.values() if r["phase"] == "search")
     confirmed = sum(metrics(r)["usd"] for r in ends.values() if r["phase"] == "confirm")
     assert (search, confirmed) == (62.0, 129.0)  # rounds 1 and 2 of A, B, D
-    assert p.closed == "search budget spent (the rest is kept for the confirmation)"
-    assert p.stopping == "budget left cannot pay another confirmation trial"
+    assert p.phase.log == [
+        (Phase.DRAINING, "search budget spent (the rest is kept for the confirmation)"),
+        (Phase.CONFIRMATION, ""),
+        (Phase.OVER, "budget left cannot pay another confirmation trial"),
+    ]
     assert [len(v) for v in by_config(rows).values()] == [3, 3, 1, 2]
     s = summary.summarize(rows)
     assert s.usd_by_phase == {"search": pytest.approx(search), "confirm": pytest.approx(confirmed)}
@@ -132,7 +136,8 @@ def test_a_confirmation_trial_the_budget_cannot_give_the_full_cap_starts_on_what
     p = planner(make_cfg(tmp_path, BUDGETED, **over), tmp_path / "run")
     p.run()
     rows = read_rows(tmp_path / "run" / "ledger.jsonl")
-    assert [len(v) for v in by_config(rows).values()] == [3, 3, 1, 3] and not p.stopping
+    assert [len(v) for v in by_config(rows).values()] == [3, 3, 1, 3]
+    assert p.phase.why.startswith("confirmation complete")  # not stopped by the budget
     last = max(last_rows(rows).values(), key=lambda r: r["trial"])
     assert last["phase"] == "confirm" and last["state"] == "reached" and last["billable_s"] == 40.0
     total = summary.summarize(rows).total_usd
@@ -182,7 +187,7 @@ def test_a_resumed_study_continues_its_confirmation(tmp_path: Path) -> None:
     assert any(r["phase"] == "confirm" and r["state"] == "capped" and "Ctrl-C" in r["reason"] for r in cut.values())
     resumed = planner(cfg, tmp_path / "run")
     resumed.run()
-    assert resumed.confirmation.done.startswith("confirmation complete")
+    assert resumed.phase.log[0] == (Phase.CONFIRMATION, "") and resumed.phase.why.startswith("confirmation complete")
 
     reached = {k: [r["seed"] for r in v if r["state"] == "reached"] for k, v in by_config(resumed.rows).items()}
     assert reached == {A: [1, 5, 9], B: [2, 5, 9], C: [3], D: [4, 5, 9]}  # the interrupted one ran again on seed 5
@@ -195,5 +200,6 @@ def test_no_confirmation_when_nothing_reached(tmp_path: Path) -> None:
     costs = {k: {s: 500 for s in range(1, 5)} for k in (A, B, C, D)}
     p = planner(make_cfg(tmp_path, costs), tmp_path / "run")
     p.run()
-    assert p.confirmation.done == "no config reached the target in the search: nothing to confirm"
+    assert p.phase.why == "no config reached the target in the search: nothing to confirm"
+    assert [phase for phase, _ in p.phase.log] == [Phase.DRAINING, Phase.OVER]
     assert all(r["phase"] == "search" for r in p.rows)

@@ -14,8 +14,9 @@ from sweep.config import validation
 from sweep.errors import ConfigError
 from sweep.execution.inline import InlinePool
 from sweep.ledger import LedgerWriter, Row, last_rows, read_rows
-from sweep.planner import leader, space, study_store
+from sweep.planner import leader, searchers, space, study_store
 from sweep.planner.loop import Planner
+from sweep.planner.phase import Phase
 from sweep.prices import resolve
 from tests.replay_table import write_seeded_table, write_table
 
@@ -65,7 +66,10 @@ def test_the_trial_limit_lets_running_trials_finish(tmp_path: Path) -> None:
     p = planner(make_cfg(tmp_path, **{"budget.max_trials": 3, "search.prune": False}), tmp_path / "run", inline_pool(2))
     p.run()
     ends = last_rows(p.rows)
-    assert len(ends) == 3 and p.closed == "trial limit (3) reached" and not p.stopping
+    assert len(ends) == 3 and p.phase.log == [
+        (Phase.DRAINING, "trial limit (3) reached"),
+        (Phase.OVER, "trial limit (3) reached"),
+    ]
     assert not any("stopped by the planner" in r["reason"] for r in ends.values()), ends
 
 
@@ -77,7 +81,7 @@ def test_every_feasible_config_runs_once_then_the_study_ends(tmp_path: Path) -> 
     p.run()
     ran = [r for r in last_rows(p.rows).values() if r["billable_s"] > 0]
     keys = [(r["params"]["num_envs"], r["params"]["num_steps_per_env"]) for r in ran]
-    assert sorted(keys) == [(64, 8), (128, 8)] and p.closed == "every feasible config tried (2)"
+    assert sorted(keys) == [(64, 8), (128, 8)] and p.phase.why == "every feasible config tried (2)"
 
 
 def test_a_config_whose_trial_died_with_the_driver_runs_again_on_resume(tmp_path: Path) -> None:
@@ -85,7 +89,7 @@ def test_a_config_whose_trial_died_with_the_driver_runs_again_on_resume(tmp_path
     cfg = make_cfg(tmp_path, **{"constraints.max_update_period_s": 2.0, "search.prune": False})
     run_dir = tmp_path / "run"
     run_dir.mkdir(parents=True)
-    study_store.open_study(cfg, run_dir).ask()
+    study_store.open_study(run_dir, searchers.build(cfg)).ask()
     last = Row(
         "t",
         0,
@@ -109,7 +113,7 @@ def test_a_config_whose_trial_died_with_the_driver_runs_again_on_resume(tmp_path
         for t, r in ends.items()
         if t > 0 and r["billable_s"] > 0
     )
-    assert ran == [(64, 8), (128, 8)] and p.closed == "every feasible config tried (2)"
+    assert ran == [(64, 8), (128, 8)] and p.phase.why == "every feasible config tried (2)"
 
 
 def test_a_space_with_no_feasible_config_is_a_config_error(tmp_path: Path) -> None:
@@ -122,7 +126,7 @@ def test_resume_keeps_an_end_that_reached_the_ledger_before_the_crash(tmp_path: 
     cfg = make_cfg(tmp_path, **{"budget.max_trials": 1})
     run_dir = tmp_path / "run"
     run_dir.mkdir(parents=True)
-    study_store.open_study(cfg, run_dir).ask()
+    study_store.open_study(run_dir, searchers.build(cfg)).ask()
     # The driver died after the trial's end row was fsynced but before Optuna was told: RUNNING there.
     end = Row("t", 0, "reached", {"num_envs": 64, "num_steps_per_env": 8}, 30, 15360, 12.0, {"sim": 12.0}, 3600.0, "x")
     with LedgerWriter(run_dir / "ledger.jsonl") as w:
@@ -138,7 +142,7 @@ def test_a_trial_the_planner_closes_drops_its_checkpoint_when_only_reached_ones_
     cfg = make_cfg(tmp_path, **{"budget.max_trials": 1, "checkpoints": "reached"})
     run_dir = tmp_path / "run"
     run_dir.mkdir(parents=True)
-    study_store.open_study(cfg, run_dir).ask()
+    study_store.open_study(run_dir, searchers.build(cfg)).ask()
     # The driver died while trial 0 ran: its last row named the checkpoint it had written
     rel = checkpoints.save({"actor_state_dict": {}}, {"iteration": 30}, run_dir, 0)
     last = Row("t", 0, "running", {"num_envs": 64, "num_steps_per_env": 8}, 30, 15360, 12.0, {"sim": 12.0}, 3600.0, "x")
@@ -155,7 +159,7 @@ def test_a_trial_that_died_before_its_first_row_is_billed_to_the_drivers_last_he
     cfg = make_cfg(tmp_path, **{"budget.max_trials": 1})
     run_dir = tmp_path / "run"
     run_dir.mkdir(parents=True)
-    trial = study_store.open_study(cfg, run_dir).ask()  # dispatched, then the driver died in its start-up: no row
+    trial = study_store.open_study(run_dir, searchers.build(cfg)).ask()  # dispatched, then the driver died: no row
     trial.set_user_attr("trial_config", {"seed": 1, "phase": "search"})
     beat = time.time() + 30.0
     (run_dir / "heartbeat").touch()
@@ -170,7 +174,7 @@ def test_a_trial_the_dead_driver_asked_but_never_sent_is_closed_at_no_cost(tmp_p
     cfg = make_cfg(tmp_path, **{"budget.max_trials": 1})
     run_dir = tmp_path / "run"
     run_dir.mkdir(parents=True)
-    study_store.open_study(cfg, run_dir).ask()  # asked; the driver died before it recorded the trial's config
+    study_store.open_study(run_dir, searchers.build(cfg)).ask()  # asked; the driver died before it recorded its config
     (run_dir / "heartbeat").touch()
     os.utime(run_dir / "heartbeat", (time.time() + 30.0,) * 2)
     planner(cfg, run_dir).run()
@@ -236,14 +240,14 @@ def test_intensify_runs_a_new_leader_again_before_the_search_goes_on(
     p.run()
     runs = [(r["params"]["num_envs"], r["seed"], r["billable_s"]) for r in last_rows(p.rows).values()]
     if intensify == 1:  # each config once, then every feasible config has been tried
-        assert runs == [(64, 1, 10.0), (128, 2, 13.0)] and p.closed == "every feasible config tried (2)"
+        assert runs == [(64, 1, 10.0), (128, 2, 13.0)] and p.phase.why == "every feasible config tried (2)"
         return
     # the initial design runs first; then 64 leads and runs again (a 30 s seed: mean 20), and 128 leads at 13 and runs
     # again before the search ends (the design's trials were numbered when queued)
     assert runs == [(64, 1, 10.0), (128, 2, 13.0), (64, 3, 30.0), (128, 4, 14.0)], runs
     assert leader.leader(p.rows).params["num_envs"] == 128
     assert p.accounts.race_bar_usd() == pytest.approx(13.5 * cfg.search.race_slack)
-    study = study_store.open_study(cfg, tmp_path / "run")
+    study = study_store.open_study(tmp_path / "run", searchers.build(cfg))
     assert [t.user_attrs.get("intensify_of") for t in study.trials] == [None, None, 0, 1]
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from sweep.contract import CONTINUE, PRUNE
 from sweep.ledger import summary_figures
-from sweep.planner.pruner import RESERVE_MARGIN, CostPruner, allowance_usd, can_start, reserve_usd
+from sweep.planner.pruner import RESERVE_MARGIN, CostPruner, Verdict, allowance_usd, can_start, reserve_usd
 
 PRICE = 3600.0  # $/hour, so 1 billable second costs $1
 
@@ -27,25 +27,25 @@ def row(trial: int, billable: float, success: float | None, state: str = "runnin
 
 def test_no_pruning_without_a_best_cost() -> None:
     pruner = CostPruner(target=0.9)
-    assert pruner.decide([row(0, 50, 0.1)], best_usd=None)[0] == CONTINUE
+    assert pruner.decide([row(0, 50, 0.1)], best_usd=None) == Verdict(CONTINUE)
 
 
 def test_prunes_a_trial_that_already_spent_more_than_the_best() -> None:
-    decision, reason = CostPruner(target=0.9).decide([row(0, 11, 0.8)], best_usd=10.0)
-    assert decision == PRUNE and "best" in reason
-    assert CostPruner(target=0.9).decide([row(0, 9, 0.8)], best_usd=10.0)[0] == CONTINUE
+    verdict = CostPruner(target=0.9).decide([row(0, 11, 0.8)], best_usd=10.0)
+    assert verdict.decision == PRUNE and "best" in verdict.reason
+    assert CostPruner(target=0.9).decide([row(0, 9, 0.8)], best_usd=10.0).decision == CONTINUE
 
 
 def test_prunes_on_an_extrapolated_curve_that_arrives_too_late() -> None:
     pruner = CostPruner(target=0.9, min_points=3, slack=1.25)
     slow = [row(0, 1, 0.10), row(0, 2, 0.12), row(0, 3, 0.14)]  # +0.02 per $ -> target near $41
     assert pruner.predicted_usd(slow) == pytest.approx(3 + 0.76 / 0.02)
-    assert pruner.decide(slow, best_usd=10.0)[0] == PRUNE
+    assert pruner.decide(slow, best_usd=10.0).decision == PRUNE
     fast = [row(0, 1, 0.3), row(0, 2, 0.5), row(0, 3, 0.7)]  # reaches 0.9 at $4
-    assert pruner.decide(fast, best_usd=10.0)[0] == CONTINUE
+    assert pruner.decide(fast, best_usd=10.0).decision == CONTINUE
     flat = [row(0, 1, 0.5), row(0, 2, 0.5), row(0, 3, 0.5)]
-    assert pruner.predicted_usd(flat) == float("inf") and pruner.decide(flat, best_usd=10.0)[0] == PRUNE
-    assert pruner.decide(flat[:2], best_usd=10.0)[0] == CONTINUE  # too few points to extrapolate
+    assert pruner.predicted_usd(flat) == float("inf") and pruner.decide(flat, best_usd=10.0).decision == PRUNE
+    assert pruner.decide(flat[:2], best_usd=10.0).decision == CONTINUE  # too few points to extrapolate
 
 
 def test_allowance_and_reservations() -> None:

@@ -19,6 +19,7 @@ from sweep.contract import CONTINUE, TrialConfig
 from sweep.execution.workers import WorkerPool, wait_ready
 from sweep.ledger import last_rows, metrics, read_rows
 from sweep.planner.loop import Planner
+from sweep.planner.phase import Phase
 from sweep.prices import resolve
 from tests.test_run import space_file
 
@@ -126,7 +127,7 @@ def test_trials_side_by_side_never_spend_past_the_budget(tmp_path: Path) -> None
     assert a0 < b1 and b0 < a1, "the two initial trials did not run side by side"
     assert sorted(t for t, r in ends.items() if r["billable_s"] > 0) == [0, 1]  # both capped at $30: no third fits
     assert sum(metrics(r)["usd"] for r in ends.values()) <= 70.0
-    assert "budget" in planner.stopping, planner.stopping
+    assert planner.phase.now is Phase.OVER and "budget" in planner.phase.why, planner.phase.log
 
 
 def test_a_gpu_worker_whose_trial_failed_is_replaced_before_the_next_trial(tmp_path: Path) -> None:

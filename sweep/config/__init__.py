@@ -25,8 +25,10 @@ from sweep.config.schema import (
     Target,
     Workers,
 )
+from sweep.config.searchers import SEARCHERS, searcher_target
 
 __all__ = [
+    "SEARCHERS",
     "Baseline",
     "Budget",
     "Confirm",
@@ -44,6 +46,7 @@ __all__ = [
     "nested",
     "read_yaml",
     "saved_config",
+    "searcher_target",
     "spaces_dir",
     "structured",
 ]

@@ -151,8 +151,9 @@ class Search:
     """How the search proposes and races configs (the confirmation that follows it: :class:`Confirm`)."""
 
     sampler: str = "cost"
-    """'tpe' (Optuna TPE with constraints), 'cost' (:mod:`sweep.planner.acquisition`: expected improvement per dollar
-    from every trial's cost or partial curve), 'random' or 'grid'."""
+    """The searcher that proposes configs, a name of :data:`sweep.config.searchers.SEARCHERS`: 'cost' (expected
+    improvement per dollar from every trial's cost or partial curve), 'tpe' (Optuna TPE with constraints), 'random'
+    or 'grid'."""
     prune: bool = True
     """Stop trials that cannot beat the best known cost to target."""
     race_slack: float = 1.5

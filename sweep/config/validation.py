@@ -10,6 +10,7 @@ from dataclasses import fields, is_dataclass, replace
 from typing import Any, get_args, get_origin, get_type_hints
 
 from sweep.config import Confirm, RunConfig
+from sweep.config.searchers import searcher_target
 from sweep.errors import ConfigError
 from sweep.params import flag_name
 
@@ -286,10 +287,7 @@ def _validate(cfg: RunConfig) -> RunConfig:
     from sweep import checkpoints
 
     checkpoints.check_keep(cfg.checkpoints, key=f"{where}: checkpoints")
-    if cfg.search.sampler not in ("tpe", "cost", "random", "grid"):
-        raise ConfigError(
-            f"{where}: search.sampler: must be 'tpe', 'cost', 'random' or 'grid' (got {cfg.search.sampler!r})"
-        )
+    searcher_target(cfg.search.sampler, key=f"{where}: search.sampler")
     if cfg.price.gpu != "auto" or cfg.price.usd_per_hour is not None:
         from sweep import prices
 

@@ -27,6 +27,7 @@ from sweep.config import Confirm
 from sweep.contract import TrialState, ended_by_study
 from sweep.ledger import end_label
 from sweep.params import TrialParams
+from sweep.planner.phase import Done, Wait
 
 #: Who stops getting seeds (written into recommended.yaml and docs/methodology.md).
 RACE_RULE = (
@@ -68,16 +69,13 @@ class Start:
     seed: int
 
 
-class Phase:
-    """One study's confirmation as the planner drives it: whether it has begun, why it is over, its finalists
-    (fixed once it begins: the search's rows no longer change) and the next trial to start."""
+class Confirmation:
+    """One study's confirmation as the planner drives it: its finalists (fixed once it begins: the search's rows no
+    longer change) and the next trial to start. Whether it runs is the study's phase
+    (:class:`sweep.planner.phase.StudyPhase`)."""
 
     def __init__(self, cfg: Confirm, baseline_params: Mapping[str, Any] | None, first_seed: int) -> None:
         self.cfg, self.baseline_params, self.first_seed = cfg, baseline_params, first_seed
-        self.active = False
-        """The study is in its confirmation (read from the ledger on resume)."""
-        self.done = ""
-        """Why the confirmation is over; empty while it goes on."""
         self._finalists: list[Finalist] | None = None
 
     def finalists(self, rows: list[dict]) -> list[Finalist]:
@@ -87,22 +85,20 @@ class Phase:
             self._finalists = finalists(rows, self.baseline_params, self.cfg.top)
         return self._finalists
 
-    def begin(self, rows: list[dict]) -> None:
-        """The search is over: confirm its finalists, or end here (``done`` says why) when no config reached."""
+    def begin(self, rows: list[dict]) -> Done | None:
+        """The search is over: None when there are finalists to confirm, else why there is nothing to confirm."""
         if self.finalists(rows):
-            self.active = True
-        else:
-            self.done = "no config reached the target in the search: nothing to confirm"
+            return None
+        return Done("no config reached the target in the search: nothing to confirm")
 
-    def next(self, ends: Mapping[int, dict], rows: list[dict], number: int) -> Start | None:
+    def next(self, ends: Mapping[int, dict], rows: list[dict], number: int) -> Start | Wait | Done:
         """The trial to start as the study's trial ``number`` (:func:`plan` over every dispatched trial's latest row,
-        ``ends``); None while the round's last trials run, or when the confirmation is over (``done`` set)."""
-        if self.done:
-            return None
+        ``ends``); else :class:`Wait` while the round's last trials run, :class:`Done` once the confirmation is over."""
         step = plan(ends, self.finalists(rows), self.cfg.seeds, self.cfg.race_factor)
-        self.done = step.done
+        if step.done:
+            return Done(step.done)
         if not step.todo:
-            return None
+            return Wait("the round's last trials run")
         return Start(step.todo[0], step.seed if step.seed is not None else self.first_seed + number)
 
 
@@ -175,4 +171,4 @@ def _members(ends: Mapping[int, dict], finals: list[Finalist], seeds: int, facto
     return tuple(f for f in finals if f.key not in out and ran.get(f.key, 0) < seeds)
 
 
-__all__ = ["RACE_RULE", "Finalist", "Phase", "Plan", "Start", "finalists", "out_of_race", "plan"]
+__all__ = ["RACE_RULE", "Confirmation", "Finalist", "Plan", "Start", "finalists", "out_of_race", "plan"]

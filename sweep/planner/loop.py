@@ -1,19 +1,20 @@
 """The planner: the driver alone owns the Optuna study; it asks, dispatches, reads rows, prunes and tells.
 
-Objectives (minimized): USD to target and wall-clock to target. Continue/prune decisions come from
+Objectives (minimized): USD to target and wall-clock to target. What runs next comes from the study's searcher
+(:mod:`sweep.planner.searchers`, picked by ``search.sampler``; the loop never names one), continue/prune decisions from
 :mod:`sweep.planner.pruner`, the study's money (spent, reserved, what a trial may spend) from
-:mod:`sweep.planner.accounts`; the study budget counts every trial. A config the sampler proposes again while others
-remain untried is not paid for twice: it is told PRUNED at no cost, like a config that breaks a constraint; after
-:data:`MAX_REPEATS` such proposals in a row the planner queues an untried feasible config itself (in an order shuffled
-by the sampler seed). With ``intensify`` > 1 the config that leads the search (the lowest mean cost to target on equal
-terms) runs again on new training seeds until it has that many search trials, before further configs; search trials
-race against the leader's mean cost. How each end is told to Optuna: :mod:`sweep.planner.study_store`.
+:mod:`sweep.planner.accounts`; the study budget counts every trial. A proposal the loop cannot use is told PRUNED at no
+cost: a config that breaks a constraint, or one that already ran while others remain untried (the search does not pay
+twice for the same evidence); after :data:`MAX_REPEATS` repeats in a row the searcher is asked to get unstuck. How each
+end is told to Optuna: :mod:`sweep.planner.study_store`.
 
-With ``confirm.seeds`` > 1 the study has two phases (the ledger's ``phase``): the search above, which keeps
-``confirm.budget_share`` of the budget uncommitted, then the confirmation of :mod:`sweep.planner.confirm`: the search's
-best configs and the baseline re-run on further training seeds, raced, neither pruned on cost nor capped below the
-per-trial cap. Confirmation trials are Optuna trials too (the sampler is not asked again), billed and counted in the
-budget like every other. The phase is read from the ledger, so a resumed study continues where it stopped.
+The study's phase (:mod:`sweep.planner.phase`): the search, then with ``confirm.seeds`` > 1 the confirmation of
+:mod:`sweep.planner.confirm` (the ledger's ``phase``): the search keeps ``confirm.budget_share`` of the budget
+uncommitted, then the search's best configs and the baseline re-run on further training seeds, raced, neither pruned
+on cost nor capped below the per-trial cap. Confirmation trials are Optuna trials too (the searcher is not asked),
+billed and counted in the budget like every other. The phase is read from the ledger, so a resumed study continues
+where it stopped. Between and after them the study drains (nothing starts, running trials end on their own); it is
+over when nothing follows, and a stop (budget spent, Ctrl-C, trials failing the same way) stops what still runs.
 """
 
 from __future__ import annotations
@@ -23,16 +24,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import sweep.planner.acquisition as acquisition
 import sweep.planner.confirm as confirm
-import sweep.planner.leader as leader
+import sweep.planner.searchers as searchers
 import sweep.planner.space as space
 import sweep.planner.study_store as study_store
 from sweep import checkpoints, faults, runlock, stops
-from sweep.analysis.evidence import ConfigStat
 from sweep.config import RunConfig
 from sweep.contract import (
-    CONTINUE,
     EVAL_SEED_BASE,
     PRUNE,
     STOP,
@@ -45,12 +43,14 @@ from sweep.contract import (
 from sweep.ledger import LedgerWriter, end_label, last_rows, read_rows
 from sweep.params import TrialParams, trial_params
 from sweep.planner.accounts import Accounts
-from sweep.planner.pruner import CostPruner
+from sweep.planner.phase import Done, Phase, StudyPhase, Wait
+from sweep.planner.pruner import GO_ON, CostPruner, Verdict
 from sweep.planner.running import FailureStreak, Running
 from sweep.planner.status import Status, best_so_far, trial_status
 from sweep.prices import Price
 
-#: Repeated proposals told and skipped in a row before the planner queues an untried config itself.
+#: Repeated proposals told and skipped in a row before the searcher is asked to get unstuck
+#: (:meth:`sweep.planner.searchers.Searcher.stuck`).
 MAX_REPEATS = 20
 DUPLICATE = "repeat"
 
@@ -78,10 +78,8 @@ class Planner:
         self.running: dict[int, Running] = {}
         self.accounts = Accounts(cfg, price.usd_per_hour, self.rows, self.running)
         """The study's money from its rows and running trials (:mod:`sweep.planner.accounts`)."""
-        self.stopping = ""
-        """Why running trials are being stopped (budget spent, Ctrl-C); empty while they may go on."""
-        self.closed = ""
-        """Why no further trial starts (trial limit, every feasible config tried); running ones finish."""
+        self.phase = StudyPhase()
+        """Where the study stands (search, confirmation, draining, over) and why (:mod:`sweep.planner.phase`)."""
         self.failures = FailureStreak()
         """The trials that failed in a row most recently, for the stop on a broken environment."""
         self.poll_s = poll_s
@@ -97,13 +95,28 @@ class Planner:
         a dead driver's orphans are closed: :meth:`_measured`)."""
         self.feasible = space.feasible_count(cfg, control_dt_s, price.memory_gib)
         """How many configs of the space satisfy the constraints."""
+        self.searcher = searchers.build(cfg)
+        """What proposes the search's configs (``search.sampler``, :mod:`sweep.planner.searchers`)."""
+        self.view = searchers.SearchView(
+            cfg=cfg,
+            rows=self.rows,
+            running=self.running,
+            unrun=self.unrun,
+            tried=self.tried,
+            accounts=self.accounts,
+            feasible=self.feasible,
+            profile=profile,
+            control_dt_s=control_dt_s,
+            memory_gib=price.memory_gib,
+        )
+        """The study as the searcher reads it: the planner's own containers."""
         self.baseline_params = (
             trial_params(space.trial_config(space.baseline_params(cfg), cfg, profile, cfg.seeds.training, 1.0))
             if cfg.confirm.enabled
             else None
         )
         """The baseline config as the ledger names it (None without a confirmation phase)."""
-        self.confirmation = confirm.Phase(cfg.confirm, self.baseline_params, cfg.seeds.training)
+        self.confirmation = confirm.Confirmation(cfg.confirm, self.baseline_params, cfg.seeds.training)
 
     # -- accounting ------------------------------------------------------------------------------
     def state_counts(self) -> dict[str, int]:
@@ -115,12 +128,13 @@ class Planner:
 
     # -- the loop --------------------------------------------------------------------------------
     def run(self) -> Any:
-        study = study_store.open_study(self.cfg, self.run_dir)
+        study = study_store.open_study(self.run_dir, self.searcher)
         with stops.held():  # a stop signal waits until every orphan has its end row and Optuna's answer
             drivers = runlock.lives(self.run_dir)
             study_store.close_orphans(study, self.rows, self.cfg, self.price, drivers, self._append_closed)
-        self.tried = self._measured()
-        self.confirmation.active = any(r.get("phase") == "confirm" for r in self.rows)
+        self.tried.update(self._measured())
+        if any(r.get("phase") == "confirm" for r in self.rows):  # a resumed study goes on confirming
+            self.phase.confirm()
         with LedgerWriter(self.ledger_path) as ledger:
             self.ledger = ledger
             try:
@@ -133,13 +147,14 @@ class Planner:
                     self._check_budget()
                     self.progress(self.status())
                     if not self.running and self._over(study):
+                        self.phase.finish()
                         break
                     # Woken by the next row: a trial waits for the answer to its checkpoint (GPU idle, billed).
                     self.pool.wait_rows(self.poll_s)
             except KeyboardInterrupt:
                 how = self.interrupted()
                 how = how if isinstance(how, str) and how else "Ctrl-C"
-                self.stopping = f"interrupted ({how})"
+                self.phase.stop(f"interrupted ({how})", override=True)
                 who = "by the user (Ctrl-C)" if how == "Ctrl-C" else f"by {how}"
                 self._stop_running(study, f"interrupted {who}; billed up to the stop")
                 raise
@@ -156,14 +171,13 @@ class Planner:
     def status(self) -> Status:
         """The study now, for the progress display: spend against the budget, trials by state, the best so far and
         each running trial (:mod:`sweep.planner.status`), from the rows the planner holds."""
-        confirming, done = self.confirmation.active, self.confirmation.done
         price = self.price.usd_per_hour
         return Status(
             spent_usd=self.accounts.spent_usd(),
             budget_usd=self.cfg.budget.usd,
             states={str(getattr(state, "value", state)): n for state, n in self.state_counts().items()},
-            stopping=self.stopping or done or ("" if confirming else self.closed),
-            phase="confirm" if confirming else "search",
+            stopping=self.phase.why,
+            phase="confirm" if self.phase.work is Phase.CONFIRMATION else "search",
             best=best_so_far(self.rows),
             running=tuple(
                 trial_status(n, run.config, run.params, run.rows, price) for n, run in sorted(self.running.items())
@@ -171,79 +185,82 @@ class Planner:
         )
 
     def _over(self, study: Any) -> bool:
-        """With nothing running: whether the study has ended (stopped, or both phases done); moves the study from
-        its search to its confirmation when the search is over."""
-        if self.stopping:
-            return True
-        if self.confirmation.active:
-            return bool(self.confirmation.done)
-        if not self.closed and self._may_start(study):
+        """With nothing running: whether the study has ended; a drained search moves on to the confirmation."""
+        if self.phase.now is Phase.SEARCH and self._may_start(study):
             return False
-        if self.stopping or not self.cfg.confirm.enabled:
-            return True
-        self.confirmation.begin(self.rows)
-        if self.confirmation.active:
-            faults.point("confirm")
-        return not self.confirmation.active
+        if self.phase.now is Phase.CONFIRMATION:
+            return False
+        if self.phase.now is Phase.DRAINING and self.phase.work is Phase.SEARCH and self.cfg.confirm.enabled:
+            nothing = self.confirmation.begin(self.rows)
+            if nothing is None:
+                self.phase.confirm()
+                faults.point("confirm")
+                return False
+            self.phase.finish(nothing.reason)
+        return True
 
     def _may_start(self, study: Any) -> bool:
-        """Whether the search may start another trial."""
-        if self.stopping or self.closed or self.confirmation.active:
+        """Whether the search may start another trial; if not for good, the search drains (or the study stops)."""
+        if self.phase.now is not Phase.SEARCH:
             return False
         started = study_store.started(study) - len(self.unrun) - study_store.confirmations(study)
         if started >= self.cfg.budget.max_trials:
-            self.closed = f"trial limit ({self.cfg.budget.max_trials}) reached"
+            self.phase.close(f"trial limit ({self.cfg.budget.max_trials}) reached")
             return False
-        if len(self.tried) >= self.feasible and self._leader_due(study) is None:
-            self.closed = f"every feasible config tried ({self.feasible})"
+        done = self.searcher.done(study, self.view)
+        if done is not None:
+            self.phase.close(done.reason)
             return False
         if not self.accounts.search_can_start():
             if not self.running and self.cfg.confirm.enabled:
-                self.closed = "search budget spent (the rest is kept for the confirmation)"
+                self.phase.close("search budget spent (the rest is kept for the confirmation)")
             elif not self.running:
-                self.stopping = "budget left cannot pay another trial"
+                self.phase.stop("budget left cannot pay another trial")
             return False
         return True
 
     def _start_trials(self, study: Any) -> None:
-        if self.confirmation.active:
+        """Start what the searcher proposes (or the confirmation's next trials) while slots and limits allow; a
+        proposal that breaks a constraint or repeats a config that ran is told without running."""
+        if self.phase.now is Phase.CONFIRMATION:
             self._start_confirmations(study)
             return
         repeats = 0
         while self.pool.idle() > 0 and self._may_start(study):
-            lead = self._leader_due(study)
-            if lead is not None:
-                if not self._intensify(study, lead):
-                    return
-                continue
-            if self.cfg.search.sampler == "cost":
-                self._queue_cheapest_bet(study)
-            trial = study.ask()
-            params = space.suggest(trial, self.cfg)
+            proposal = self.searcher.propose(study, self.view)
+            if isinstance(proposal, Done):
+                self.phase.close(proposal.reason)
+                return
+            if isinstance(proposal, Wait):
+                if not self.running:  # nothing to wait for
+                    self.phase.close(proposal.reason)
+                return
+            trial, params = proposal.trial, proposal.params
             if self._seeds_exhausted(study, trial, params):
                 return
             allowance, trial_cfg = self.accounts.allowance(), self._search_config(params, trial.number)
-            knobs = trial_params(trial_cfg)
-            found = space.violations(params, self.cfg, self.control_dt_s, self.price.memory_gib)
-            if any(v > 0 for v in found.values()):
-                self._tell_unrun(study, trial, knobs, space.infeasible_reason(found), found, asdict(trial_cfg))
-                continue
-            key = TrialParams.identity(knobs)
-            if key in self.tried:
-                # The sampler proposed a config already run while others remain untried: no new evidence.
-                repeats += 1
-                self._tell_unrun(
-                    study, trial, knobs, f"{DUPLICATE}: this config already ran", {"repeat": 1.0}, asdict(trial_cfg)
-                )
-                if repeats >= MAX_REPEATS:  # the sampler is stuck: the next ask gets an untried config
-                    untried = self._untried_points(trial.number)
-                    if not untried:  # configs that differ in the space but run the same: all of them ran
-                        self.closed = f"every feasible config tried ({len(self.tried)} distinct)"
-                        return
-                    study.enqueue_trial(untried[0])
-                    repeats = 0
-                continue
-            self.tried.add(key)
+            if not proposal.rerun:
+                knobs = trial_params(trial_cfg)
+                found = space.violations(params, self.cfg, self.control_dt_s, self.price.memory_gib)
+                if any(v > 0 for v in found.values()):
+                    self._tell_unrun(study, trial, knobs, space.infeasible_reason(found), found, asdict(trial_cfg))
+                    continue
+                key = TrialParams.identity(knobs)
+                if key in self.tried:
+                    # A config already run while others remain untried: no new evidence.
+                    repeats += 1
+                    reason = f"{DUPLICATE}: this config already ran"
+                    self._tell_unrun(study, trial, knobs, reason, {"repeat": 1.0}, asdict(trial_cfg))
+                    if repeats >= MAX_REPEATS:  # the searcher is stuck
+                        done = self.searcher.stuck(study, self.view, trial.number)
+                        if done is not None:
+                            self.phase.close(done.reason)
+                            return
+                        repeats = 0
+                    continue
+                self.tried.add(key)
+            for name, value in proposal.attrs.items():
+                trial.set_user_attr(name, value)
             self._dispatch(trial, trial_cfg, allowance)
 
     def _search_config(self, params: dict[str, Any], number: int) -> Any:
@@ -265,48 +282,12 @@ class Planner:
 
     def _seeds_exhausted(self, study: Any, trial: Any, params: dict[str, Any]) -> bool:
         """Never train on a held-out seed: when trial ``trial``'s seed would be one, it is told without running and
-        the search closes."""
+        the search drains."""
         if self.cfg.seeds.training + trial.number < EVAL_SEED_BASE:
             return False
-        self.closed = "training seeds exhausted: the next trial's seed would be a held-out seed"
-        self._tell_unrun(study, trial, params, self.closed, {"seed": 1.0})
+        self.phase.close("training seeds exhausted: the next trial's seed would be a held-out seed")
+        self._tell_unrun(study, trial, params, self.phase.why, {"seed": 1.0})
         return True
-
-    def _leader_due(self, study: Any) -> ConfigStat | None:
-        """The leader to run again (:func:`sweep.planner.leader.due`); none while the initial design waits in the queue
-        (it runs first)."""
-        running = (TrialParams.identity(run.params) for run in self.running.values())
-        lead = leader.due(self.rows, self.cfg.search.intensify, running, self.cfg.confirm.enabled)
-        return None if lead is None or study_store.queued(study) else lead
-
-    def _intensify(self, study: Any, lead: ConfigStat) -> bool:
-        """Run the leader once more on the next training seed: a search trial raced like any other, an Optuna trial
-        with no sampled params (the sampler is not asked). False when the seeds are exhausted (the search closes)."""
-        trial = study_store.new_trial(study)
-        params = TrialParams.of(lead.params).as_dict()
-        if self._seeds_exhausted(study, trial, params):
-            return False
-        trial.set_user_attr("intensify_of", lead.trials[0])
-        self._dispatch(trial, self._search_config(params, trial.number), self.accounts.allowance())
-        return True
-
-    def _untried_points(self, salt: int) -> list[dict[str, Any]]:
-        return space.untried_points(self.cfg, self.tried, self.profile, self.control_dt_s, self.price.memory_gib, salt)
-
-    def _queue_cheapest_bet(self, study: Any) -> None:
-        """``sampler: cost``: queue the untried config :func:`sweep.planner.acquisition.choose` bets on, from
-        every ended search trial's cost or estimate (:func:`sweep.planner.acquisition.evidence`), unless a queued
-        trial (the initial design) goes first."""
-        if study_store.queued(study):
-            return
-        skip = set(self.running) | self.unrun
-        evidence = acquisition.evidence(self.rows, skip, self.cfg.target.success)
-        candidates = self._untried_points(len(self.rows))
-        point = acquisition.choose(
-            evidence, candidates, space.choices(self.cfg), self.accounts.best_usd(), self.accounts.one_time_usd()
-        )
-        if point is not None:
-            study.enqueue_trial(point)
 
     def _dispatch(self, trial: Any, trial_cfg: Any, allowance: float) -> None:
         """Send a trial to the pool, its config kept in the study first (for a trial that dies before its first row)."""
@@ -321,21 +302,24 @@ class Planner:
         trial.set_user_attr("node", node)
 
     def _start_confirmations(self, study: Any) -> None:
-        """Start the confirmation's next trials (:class:`sweep.planner.confirm.Phase`) while slots and budget allow: not
-        pruned on cost, capped at the per-trial cap only, the whole budget theirs."""
+        """Start the confirmation's next trials (:class:`sweep.planner.confirm.Confirmation`) while slots and budget
+        allow: not pruned on cost, capped at the per-trial cap only, the whole budget theirs."""
 
-        while self.pool.idle() > 0 and not self.stopping:
+        while self.pool.idle() > 0 and self.phase.now is Phase.CONFIRMATION:
             number = len(study.get_trials(deepcopy=False))  # the number the new trial gets
             start = self.confirmation.next(self._dispatched(), self.rows, number)
-            if start is None:
+            if isinstance(start, Done):
+                self.phase.close(start.reason)
+                return
+            if isinstance(start, Wait):
                 return
             if start.seed >= EVAL_SEED_BASE:  # never train on a held-out seed
-                self.confirmation.done = "training seeds exhausted: the next round's seed would be a held-out seed"
+                self.phase.close("training seeds exhausted: the next round's seed would be a held-out seed")
                 return
             allowance = self.accounts.confirm_allowance()
             if allowance is None:
                 if not self.running:
-                    self.stopping = "budget left cannot pay another confirmation trial"
+                    self.phase.stop("budget left cannot pay another confirmation trial")
                 return
             trial = study_store.new_trial(study)
             cap_s = allowance * 3600.0 / self.price.usd_per_hour
@@ -359,10 +343,10 @@ class Planner:
             run.rows.append(row)
             if row["state"] == TrialState.RUNNING:
                 faults.point("checkpoint")
-                decision, reason = self._decide(run)
-                self.pool.decide(run.number, row["iteration"], decision)
-                if decision == PRUNE:
-                    run.optuna_trial.set_user_attr("prune_reason", reason)
+                verdict = self._decide(run)
+                self.pool.decide(run.number, row["iteration"], verdict.decision)
+                if verdict.decision == PRUNE:
+                    run.optuna_trial.set_user_attr("prune_reason", verdict.reason)
             else:
                 self._finish(study, run, row)
         for number, error in self.pool.lost():
@@ -370,16 +354,16 @@ class Planner:
             if run is not None:
                 self._fail_lost(study, run, (TrialState.FAILED, EndCause.WORKER_LOST, f"worker lost: {error}"))
 
-    def _decide(self, run: Running) -> tuple[str, str]:
-        if self.stopping:
-            return STOP, self.stopping
+    def _decide(self, run: Running) -> Verdict:
+        if self.phase.now is Phase.OVER:
+            return Verdict(STOP, self.phase.why)
         if not self.cfg.search.prune or run.phase == "confirm":  # a confirmation trial measures the cost to target
-            return CONTINUE, ""
+            return GO_ON
         return self.pruner.decide(run.rows, self.accounts.race_bar_usd())
 
     def _check_budget(self) -> None:
-        if not self.stopping and self.accounts.spent_usd() >= self.cfg.budget.usd:
-            self.stopping = f"study budget ${self.cfg.budget.usd:g} spent"
+        if self.accounts.spent_usd() >= self.cfg.budget.usd:
+            self.phase.stop(f"study budget ${self.cfg.budget.usd:g} spent")
 
     def _finish(self, study: Any, run: Running, row: dict) -> None:
         study_store.tell_end(study, run.optuna_trial, run.rows, row, self.cfg.target.success)
@@ -389,8 +373,8 @@ class Planner:
     def _note_end(self, row: dict) -> None:
         """Stop the study once trials keep failing the same way (:class:`sweep.planner.running.FailureStreak`)."""
         why = self.failures.note(row)
-        if why and not self.stopping:
-            self.stopping = why
+        if why:
+            self.phase.stop(why)
 
     def _fail_lost(self, study: Any, run: Running, ending: Ending) -> None:
         """A trial whose worker died (or was stopped): billed and told (:func:`sweep.planner.study_store.tell_lost`)."""

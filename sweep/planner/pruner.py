@@ -12,12 +12,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sweep.contract import CONTINUE, PRUNE, RESERVE_MARGIN
+from sweep.contract import CONTINUE, PRUNE, RESERVE_MARGIN, Decision
 from sweep.ledger import metrics
 
 #: A confirmation trial the budget cannot give the per-trial cap starts with what is left, if that is at least this
 #: many times the best known cost to target (plus one-time costs).
 CONFIRM_MIN_FACTOR = 2.0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The answer to a running trial's latest checkpoint row, and why."""
+
+    decision: Decision
+    reason: str = ""
+    """Why it stops ('' when it goes on)."""
+
+
+#: Go on: nothing says otherwise.
+GO_ON = Verdict(CONTINUE)
 
 
 @dataclass
@@ -30,20 +43,18 @@ class CostPruner:
     slack: float = 1.25
     """Prune on extrapolation only when the predicted cost exceeds the best by this factor."""
 
-    def decide(self, rows: list[dict], best_usd: float | None) -> tuple[str, str]:
-        """(decision, reason) for the trial whose rows (oldest first) end at its latest checkpoint."""
+    def decide(self, rows: list[dict], best_usd: float | None) -> Verdict:
+        """The verdict on the trial whose rows (oldest first) end at its latest checkpoint."""
         if best_usd is None or not rows:
-            return CONTINUE, ""
+            return GO_ON
         spent = metrics(rows[-1])["race_usd"]
         if spent > best_usd:
-            return PRUNE, f"spent ${spent:.4f} > best USD-to-target ${best_usd:.4f} (both on equal terms)"
+            return Verdict(PRUNE, f"spent ${spent:.4f} > best USD-to-target ${best_usd:.4f} (both on equal terms)")
         predicted = self.predicted_usd(rows)
         if predicted is not None and predicted > self.slack * best_usd:
-            return (
-                PRUNE,
-                f"success curve reaches the target at ~${predicted:.4f} > {self.slack:g} x best ${best_usd:.4f}",
-            )
-        return CONTINUE, ""
+            why = f"success curve reaches the target at ~${predicted:.4f} > {self.slack:g} x best ${best_usd:.4f}"
+            return Verdict(PRUNE, why)
+        return GO_ON
 
     def predicted_usd(self, rows: list[dict]) -> float | None:
         """USD at which a least-squares line through the last checkpoints meets the target (inf if flat)."""

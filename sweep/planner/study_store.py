@@ -19,43 +19,36 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import sweep.planner.space as space
 from sweep import faults
 from sweep.config import RunConfig
 from sweep.contract import EndCause, Ending, TrialState, end_cause
 from sweep.ledger import TrialRows, last_rows, metrics
 from sweep.prices import Price
 
+if TYPE_CHECKING:
+    from sweep.planner.searchers import Searcher
 
-def open_study(cfg: RunConfig, run_dir: Path) -> Any:
-    """The run's study (created with the initial design, and every grid point for ``sampler: grid``)."""
+
+def open_study(run_dir: Path, searcher: Searcher) -> Any:
+    """The run's study, with the ``searcher``'s Optuna sampler; a new one with what the searcher queues first (the
+    initial design; every grid point for ``sampler: grid``)."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    seed = cfg.seeds.sampler
-    # grid: every point enqueued below, in a seeded order; cost: the planner queues its bets (sweep.planner.acquisition)
-    if cfg.search.sampler in ("random", "grid", "cost"):
-        sampler = optuna.samplers.RandomSampler(seed=seed)
-    else:
-        sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(4, len(cfg.search.initial) + 2))
     study = optuna.create_study(
         storage=f"sqlite:///{(run_dir / 'study.db').resolve()}",
         study_name="sweep",
         directions=["minimize", "minimize"],
-        sampler=sampler,
+        sampler=searcher.sampler(),
         load_if_exists=True,
     )
     with warnings.catch_warnings():  # experimental in Optuna, harmless here
         warnings.simplefilter("ignore")
         study.set_metric_names(["usd_to_target", "wall_to_target_s"])
     if not study.trials:
-        for initial in cfg.search.initial:
-            study.enqueue_trial(initial, skip_if_exists=True)
-        if cfg.search.sampler == "grid":
-            for point in space.grid_points(cfg, seed):
-                study.enqueue_trial(point, skip_if_exists=True)
+        searcher.open(study)
     return study
 
 
