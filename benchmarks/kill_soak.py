@@ -51,8 +51,8 @@ CACHE_ENV = {
 sys.path.insert(0, str(ROOT))
 
 from sweep import runlock  # noqa: E402
-from sweep.contract import EndCause, TrialState, end_cause  # noqa: E402
-from sweep.ledger import last_rows, metrics, read_rows  # noqa: E402
+from sweep.ledger import LedgerView, metrics, read_rows  # noqa: E402
+from sweep.record import EndCause, TrialState  # noqa: E402
 
 #: A real study small enough for 2 CPU cores: 4 configs of the MJX task's CPU profile, a lenient target, a held-out
 #: pass every few iterations, two workers, then a confirmation (the best config and the baseline on one more seed).
@@ -191,7 +191,7 @@ def choose(soak: Soak, points: int) -> str:
     done = sum(soak.kills.values())
     lock_left = (soak.run_dir / runlock.LOCK_FILE).exists()  # a killed driver's: the next one takes it over
     orphans = len(running_trials(soak.run_dir)) if (soak.run_dir / "study.db").exists() else 0
-    if soak.phase == "search" and any(r.get("phase") == "confirm" for r in read_rows(soak.run_dir / "ledger.jsonl")):
+    if soak.phase == "search" and any(r.phase == "confirm" for r in read_rows(soak.run_dir / "ledger.jsonl")):
         soak.phase = "confirm"  # a driver ran past the search before its point came
     if soak.phase == "search" and done >= SEARCH_SHARE * points:
         return "confirm:1"
@@ -226,14 +226,14 @@ def note_killed(soak: Soak, seen: float) -> None:
     an earlier kill keeps the bounds of the driver that ran it)."""
     holder = runlock.read(soak.run_dir / runlock.LOCK_FILE, settle_s=0.0)
     beat = holder.beat if holder is not None else 0.0
-    ends = last_rows(read_rows(soak.run_dir / "ledger.jsonl"))
+    ends = LedgerView.of(read_rows(soak.run_dir / "ledger.jsonl")).last
     for t in running_trials(soak.run_dir):
-        if t.number in soak.killed or (t.number in ends and ends[t.number]["state"] != TrialState.RUNNING):
+        if t.number in soak.killed or (t.number in ends and ends[t.number].ended):
             continue
         last = ends.get(t.number)
         dispatched = "trial_config" in t.user_attrs
         if last is not None:
-            base, seen_at = last["billable_s"], last["wall_time"]
+            base, seen_at = last.billable_s, last.wall_time
         else:
             base, seen_at = 0.0, t.datetime_start.timestamp()
         least = base + max(0.0, beat - seen_at) if dispatched else 0.0
@@ -255,14 +255,14 @@ def check(soak: Soak, fault: str, before: bytes, killed: bool, err: str) -> None
     if torn and after != before and torn.strip() not in (run_dir / "ledger.jsonl.torn").read_bytes():
         raise soak.fail(fault, "a torn line was dropped, not kept in ledger.jsonl.torn", err)
     rows = read_rows(ledger)
-    keys = [(r["trial"], r["iteration"], r["state"]) for r in rows]
+    keys = [(r.trial, r.iteration, r.state) for r in rows]
     if len(keys) != len(set(keys)):
         raise soak.fail(fault, f"a row was written twice: {[k for k, n in Counter(keys).items() if n > 1]}", err)
-    end_rows = [r for r in rows if r["state"] != TrialState.RUNNING]
-    ended = Counter(r["trial"] for r in end_rows)
+    end_rows = [r for r in rows if r.ended]
+    ended = Counter(r.trial for r in end_rows)
     if any(n > 1 for n in ended.values()):
         raise soak.fail(fault, f"a trial has two end rows: {[t for t, n in ended.items() if n > 1]}", err)
-    ends = {r["trial"]: r for r in end_rows}
+    ends = {r.trial: r for r in end_rows}
     for name, whole_file in WHOLE.items():
         path = run_dir / name
         if path.exists() and not whole_file(path.read_text(encoding="utf-8", errors="replace")):
@@ -272,7 +272,7 @@ def check(soak: Soak, fault: str, before: bytes, killed: bool, err: str) -> None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.load_study(study_name="sweep", storage=f"sqlite:///{run_dir / 'study.db'}")
     trials = {t.number: t for t in study.get_trials(deepcopy=False)}
-    if set(r["trial"] for r in rows) - set(trials):
+    if {r.trial for r in rows} - set(trials):
         raise soak.fail(fault, "the ledger bills a trial the study does not hold", err)
     for number, t in trials.items():
         state = t.state.name
@@ -287,11 +287,11 @@ def check(soak: Soak, fault: str, before: bytes, killed: bool, err: str) -> None
             continue
         if end is None:
             raise soak.fail(fault, f"trial {number} ended in Optuna ({state}) with no end row in the ledger", err)
-        told = TOLD[(TrialState(end["state"]), end_cause(end))]
-        if state not in told or t.user_attrs.get("state") != end["state"]:
+        told = TOLD[(end.state, end.cause)]
+        if state not in told or t.user_attrs.get("state") != end.state.value:
             raise soak.fail(
                 fault,
-                f"trial {number}: the ledger says {end['state']} ({end_cause(end).value}), Optuna {state} with "
+                f"trial {number}: the ledger says {end.state} ({end.cause}), Optuna {state} with "
                 f"state attribute {t.user_attrs.get('state')!r}",
                 err,
             )
@@ -299,7 +299,7 @@ def check(soak: Soak, fault: str, before: bytes, killed: bool, err: str) -> None
         end = ends.get(number)
         if end is None:
             continue
-        billed = end["billable_s"]
+        billed = end.billable_s
         if not (k.least_s - 1e-6 <= billed <= k.most_s + 1e-6):
             raise soak.fail(
                 fault,
@@ -307,7 +307,7 @@ def check(soak: Soak, fault: str, before: bytes, killed: bool, err: str) -> None
                 f"{k.most_s:.3f}] (its driver's last heartbeat, the kill)",
                 err,
             )
-    spent = sum(metrics(r)["usd"] for r in last_rows(rows).values() if r["state"] != TrialState.RUNNING)
+    spent = sum(metrics(r).usd for r in LedgerView.of(rows).last.values() if r.ended)
     if spent < soak.spent_usd - 1e-9:
         raise soak.fail(fault, f"the study's spend went down from ${soak.spent_usd:.4f} to ${spent:.4f}", err)
     soak.spent_usd = spent
@@ -396,7 +396,7 @@ def main() -> None:
     t0 = time.time()
     soak = run(args.out, args.points, args.seed, env={k: os.environ.get(k, v) for k, v in CACHE_ENV.items()})
     rows = read_rows(soak.run_dir / "ledger.jsonl")
-    print(json.dumps({"kills": dict(soak.kills), "drivers": soak.cycle + 1, "trials": len(last_rows(rows)),
+    print(json.dumps({"kills": dict(soak.kills), "drivers": soak.cycle + 1, "trials": len(LedgerView.of(rows).last),
                       "seconds": round(time.time() - t0)}, sort_keys=True))  # fmt: skip
 
 

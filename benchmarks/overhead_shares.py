@@ -26,23 +26,23 @@ from pathlib import Path
 import yaml
 
 from sweep.analysis.summary import summarize
-from sweep.ledger import TRAINING_PHASES, last_rows, metrics, read_rows
+from sweep.ledger import TRAINING_PHASES, LedgerView, Progress, Row, metrics, read_rows
 
 
 def shares(run_dir: Path) -> dict[str, str]:
     """One column of the table: the folder's figures as printed."""
     rows = read_rows(run_dir / "ledger.jsonl")
-    ends = list(last_rows(rows).values())
-    billable = sum(float(r["billable_s"]) for r in ends)
+    ends = list(LedgerView.of(rows).last.values())
+    billable = sum(float(r.billable_s) for r in ends)
     phase_s: dict[str, float] = {}
     for r in ends:
-        for phase, seconds in r["phases_s"].items():
+        for phase, seconds in r.phases_s.items():
             phase_s[phase] = phase_s.get(phase, 0.0) + float(seconds)
     training = sum(phase_s.get(p, 0.0) for p in TRAINING_PHASES)
     s = summarize(rows)
-    ran = [r for r in ends if float(r["billable_s"]) > 0]
-    passes = [r for r in rows if r["state"] == "running"]
-    skipped = [r for r in passes if int(r.get("eval_episodes", 0)) == 0]
+    ran = [r for r in ends if float(r.billable_s) > 0]
+    passes = [r for r in rows if r.state == "running"]
+    skipped = [r for r in passes if int(r.eval_episodes) == 0]
     out = {
         "billable s (study)": f"{billable:.1f}",
         "study USD": f"{s.total_usd:.4f}",
@@ -62,8 +62,7 @@ def shares(run_dir: Path) -> dict[str, str]:
         "trials per USD": f"{len(ran) / s.total_usd:.1f}" if s.total_usd > 0 else "-",
         "first trial's start-up s (its parts)": _startup(ends[0]) if ends else "-",
         "first trial: one-time s, first round's training s, training s, billable s": _first(rows),
-        "failed trials": "; ".join(f"{r['trial']}: {_short(r['reason'])}" for r in ends if r["state"] == "failed")
-        or "none",
+        "failed trials": "; ".join(f"{r.trial}: {_short(r.reason)}" for r in ends if r.state == "failed") or "none",
     }
     rec = s.recommendation
     if rec is None:
@@ -76,96 +75,96 @@ def shares(run_dir: Path) -> dict[str, str]:
             f"{c.params['num_envs']} x {c.params['num_steps_per_env']}: ${c.race_mean:.4f}{interval}, "
             f"seeds {', '.join(map(str, c.seeds))}"
         )
-        best = min(metrics(r)["race_usd_to_target"] for r in ends if r["state"] == "reached")
+        best = min(metrics(r).race_usd_to_target for r in ends if r.state == "reached")
         out["cheapest single trial to target, equal terms"] = f"${best:.4f}"
     return out
 
 
-def pass_seconds(rows: list[dict]) -> tuple[float, float]:
+def pass_seconds(rows: list[Row]) -> tuple[float, float]:
     """(seconds of the last pass of each trial that reached the target, seconds of every other pass), from each
     trial's rows in ledger order (:func:`passes`)."""
     last_reached = others = 0.0
     for trial_rows in by_trial(rows).values():
         rises = [seconds for seconds, _ in passes(trial_rows)]
-        if rises and trial_rows[-1]["state"] == "reached":
+        if rises and trial_rows[-1].state == "reached":
             last_reached += rises.pop()
         others += sum(rises)
     return last_reached, others
 
 
-def rises_ms(rows: list[dict], phase: str, to_checkpoint: bool) -> list[float]:
+def rises_ms(rows: list[Row], phase: str, to_checkpoint: bool) -> list[float]:
     """Milliseconds of ``phase`` from each checkpoint row to the trial's next row (``to_checkpoint``: to its next
     checkpoint row only, so a whole round). For 'answer', the wait for the planner's answer to that checkpoint."""
     out: list[float] = []
     for trial_rows in by_trial(rows).values():
         for row, after in itertools.pairwise(trial_rows):
-            if row["state"] == "running" and (after["state"] == "running" or not to_checkpoint):
-                rise = float(after["phases_s"].get(phase, 0.0)) - float(row["phases_s"].get(phase, 0.0))
+            if row.state == "running" and (after.state == "running" or not to_checkpoint):
+                rise = float(after.phases_s.get(phase, 0.0)) - float(row.phases_s.get(phase, 0.0))
                 out.append(rise * 1e3)
     return out
 
 
-def by_trial(rows: list[dict]) -> dict[int, list[dict]]:
+def by_trial(rows: list[Row]) -> dict[int, list[Row]]:
     """Each trial's rows, in ledger order."""
-    out: dict[int, list[dict]] = {}
+    out: dict[int, list[Row]] = {}
     for r in rows:
-        out.setdefault(int(r["trial"]), []).append(r)
+        out.setdefault(int(r.trial), []).append(r)
     return out
 
 
-def passes(trial_rows: list[dict]) -> list[tuple[float, float]]:
+def passes(trial_rows: list[Row]) -> list[tuple[float, float]]:
     """(seconds, training s of the round before it) of each of a trial's passes: each rise of its 'eval' phase
     between two of its rows."""
     out: list[tuple[float, float]] = []
-    for before, row in zip([{"phases_s": {}}, *trial_rows], trial_rows, strict=False):
-        rise = float(row["phases_s"].get("eval", 0.0)) - float(before["phases_s"].get("eval", 0.0))
+    for before, row in zip([Progress(), *trial_rows], trial_rows, strict=False):  # nothing before the first row
+        rise = float(row.phases_s.get("eval", 0.0)) - float(before.phases_s.get("eval", 0.0))
         if rise > 0:
             out.append((rise, training_s(row) - training_s(before)))
     return out
 
 
-def training_s(row: dict) -> float:
+def training_s(row: Progress) -> float:
     """A row's training seconds so far (:data:`sweep.ledger.TRAINING_PHASES`)."""
-    return sum(float(row["phases_s"].get(p, 0.0)) for p in TRAINING_PHASES)
+    return sum(float(row.phases_s.get(p, 0.0)) for p in TRAINING_PHASES)
 
 
-def first_trial(rows: list[dict]) -> tuple[float, float, float, float]:
+def first_trial(rows: list[Row]) -> tuple[float, float, float, float]:
     """The study's first trial: (start-up + compilation s, training s up to its first checkpoint, training s, billable
     s), from its last row and its first checkpoint's."""
-    mine = by_trial(rows)[int(rows[0]["trial"])]
-    last, first = mine[-1], next((r for r in mine if r["state"] == "running"), mine[-1])
-    one_time = float(last["phases_s"].get("startup", 0.0)) + float(last["phases_s"].get("compile", 0.0))
-    return one_time, training_s(first), training_s(last), float(last["billable_s"])
+    mine = by_trial(rows)[int(rows[0].trial)]
+    last, first = mine[-1], next((r for r in mine if r.state == "running"), mine[-1])
+    one_time = float(last.phases_s.get("startup", 0.0)) + float(last.phases_s.get("compile", 0.0))
+    return one_time, training_s(first), training_s(last), float(last.billable_s)
 
 
-def by_size(rows: list[dict], eval_every_steps: int) -> dict[int, dict[str, float]]:
+def by_size(rows: list[Row], eval_every_steps: int) -> dict[int, dict[str, float]]:
     """Per training env count: trials, training s, evaluation s, passes, evaluation's share of training +
     evaluation, and a round's mean training s (each trial's training s per iteration times the iterations of its
     round, ``eval_every_steps / num_steps_per_env`` as :attr:`sweep.contract.TrialConfig.eval_every`)."""
     out: dict[int, dict[str, float]] = {}
     for trial_rows in by_trial(rows).values():
-        last, params = trial_rows[-1], trial_rows[-1]["params"]
-        if int(last.get("iteration", 0)) <= 0:
+        last, params = trial_rows[-1], trial_rows[-1].params
+        if int(last.iteration) <= 0:
             continue  # ended before an iteration: no round to speak of
         size = out.setdefault(
             int(params["num_envs"]), dict.fromkeys(("trials", "training_s", "eval_s", "passes", "round_s"), 0.0)
         )
         size["trials"] += 1
         size["training_s"] += training_s(last)
-        size["eval_s"] += float(last["phases_s"].get("eval", 0.0))
+        size["eval_s"] += float(last.phases_s.get("eval", 0.0))
         size["passes"] += len(passes(trial_rows))
         every = max(1, round(eval_every_steps / int(params["num_steps_per_env"])))
-        size["round_s"] += training_s(last) / int(last["iteration"]) * every
+        size["round_s"] += training_s(last) / int(last.iteration) * every
     for size in out.values():
         size["eval_share"] = size["eval_s"] / (size["training_s"] + size["eval_s"])
         size["round_s"] /= size["trials"]
     return out
 
 
-def flag_trials(rows: list[dict], flag: str) -> tuple[int, list[str]]:
+def flag_trials(rows: list[Row], flag: str) -> tuple[int, list[str]]:
     """(trials that ran with ``flags.<flag>`` on, the reasons of those of them that failed)."""
-    on = [r for r in last_rows(rows).values() if r["params"].get(f"flags.{flag}") and float(r["billable_s"]) > 0]
-    return len(on), [r["reason"] for r in on if r["state"] == "failed"]
+    on = [r for r in LedgerView.of(rows).last.values() if r.params.get(f"flags.{flag}") and float(r.billable_s) > 0]
+    return len(on), [r.reason for r in on if r.state == "failed"]
 
 
 @dataclass
@@ -183,7 +182,7 @@ class Estimate:
     new_passes: int
 
 
-def every_other(rows: list[dict]) -> Estimate:
+def every_other(rows: list[Row]) -> Estimate:
     """The sweep's seconds now, and as estimated under this policy: of a trial's checkpoints whose pass was due (the
     ones where a pass ran), run the pass at the 1st, 3rd, 5th ... and skip the others, keeping the policy's weights
     of a skipped one; a trial's last pass (its cap's, or its end's) always runs. When a pass reaches the target, the
@@ -195,9 +194,9 @@ def every_other(rows: list[dict]) -> Estimate:
     (the round before the stop, for the extra one). Assumed: the extra round's pass reaches (the skipped one before
     it did), and it costs what the reaching pass cost. The planner's answers are taken as they came, though fewer
     points on a curve may change when it prunes: an estimate, not a replay."""
-    ends = list(last_rows(rows).values())
-    billable = sum(float(r["billable_s"]) for r in ends)
-    eval_now = sum(float(r["phases_s"].get("eval", 0.0)) for r in ends)
+    ends = list(LedgerView.of(rows).last.values())
+    billable = sum(float(r.billable_s) for r in ends)
+    eval_now = sum(float(r.phases_s.get("eval", 0.0)) for r in ends)
     training_now = sum(training_s(r) for r in ends)
     eval_new, extra_s, extra_rounds, n_now, n_new = 0.0, 0.0, 0, 0, 0
     for trial_rows in by_trial(rows).values():
@@ -205,7 +204,7 @@ def every_other(rows: list[dict]) -> Estimate:
         n_now += len(ran)
         if not ran:
             continue
-        reached = trial_rows[-1]["state"] == "reached"  # its verdict is its last pass's
+        reached = trial_rows[-1].state == "reached"  # its verdict is its last pass's
         last = len(ran) - 1  # 0-based index of the trial's last pass
         kept = [i for i in range(len(ran)) if i % 2 == 0 or i == last]
         if reached and last % 2 == 1:  # the reaching pass is one the policy skips: one round more
@@ -226,7 +225,7 @@ def every_other(rows: list[dict]) -> Estimate:
     )
 
 
-def _first(rows: list[dict]) -> str:
+def _first(rows: list[Row]) -> str:
     return ", ".join(f"{x:.1f}" for x in first_trial(rows)) if rows else "-"
 
 
@@ -234,16 +233,16 @@ def _short(reason: str, chars: int = 100) -> str:
     return reason if len(reason) <= chars else reason[:chars].rstrip() + "..."
 
 
-def _startup(row: dict) -> str:
+def _startup(row: Row) -> str:
     """A trial's start-up seconds, with where they went where its rows say (``startup_parts_s``)."""
-    parts = row.get("startup_parts_s") or {}
+    parts = row.startup_parts_s or {}
     detail = ", ".join(f"{name} {seconds:.1f}" for name, seconds in parts.items())
-    return f"{row['phases_s'].get('startup', 0.0):.1f}" + (f" ({detail})" if detail else "")
+    return f"{row.phases_s.get('startup', 0.0):.1f}" + (f" ({detail})" if detail else "")
 
 
-def _answer_other(rows: list[dict]) -> str:
+def _answer_other(rows: list[Row]) -> str:
     """The median ms of 'answer' a checkpoint ('-' where the ledger has no answer phase) and of 'other' a round."""
-    answer = _median(rises_ms(rows, "answer", False)) if any("answer" in r["phases_s"] for r in rows) else "-"
+    answer = _median(rises_ms(rows, "answer", False)) if any("answer" in r.phases_s for r in rows) else "-"
     return f"{answer}, {_median(rises_ms(rows, 'other', True))}"
 
 

@@ -75,6 +75,12 @@ HELD_OUT_KEY = "held_out_trials"
 BASELINE_KEY = "baseline_trials"
 
 
+def ledger_lines(path: Path) -> list[dict]:
+    """A ledger's rows as the ledger writes them (JSON objects), every version's lines read alike: what a table is
+    built from."""
+    return [r.as_json() for r in read_rows(path)]
+
+
 def table_from_rows(rows: list[dict], device: str, profile: str) -> dict[str, Any]:
     """Group ledger rows by trial into replay records (curve = checkpoint rows, end = the last row)."""
     trials: dict[tuple, dict] = {}
@@ -107,7 +113,7 @@ def grid(args: argparse.Namespace) -> list[dict]:
         step_passes_from_python()
     index, count = args.shard
     ledger = ledger_path(args.out, args.shard)
-    earlier = read_rows(ledger)
+    earlier = ledger_lines(ledger)
     ended = {r["trial"] for r in earlier if r["state"] != "running"}
     mine = [r for r in earlier if r["trial"] in ended]  # a trial cut off mid-way is run again
     ledger.parent.mkdir(parents=True, exist_ok=True)
@@ -344,7 +350,7 @@ def recorded_rows(out: str, cap_s: float) -> list[dict]:
     base = Path(out)
     trials: dict[tuple, list[dict]] = {}  # (file, run_id, trial) -> rows, in the order recorded
     for path in [base.with_suffix(".jsonl"), *sorted(base.parent.glob(f"{base.stem}.shard*.jsonl"))]:
-        for r in read_rows(path):
+        for r in ledger_lines(path):
             trials.setdefault((path.name, r["run_id"], r["trial"]), []).append(r)
     chosen: dict[str, list[dict]] = {}
     for rows in trials.values():
@@ -474,7 +480,7 @@ def main() -> None:
             parser.error(str(exc))
         rows = grid(args)
     else:
-        rows = [r for path in args.paths for r in read_rows(path)]
+        rows = [r for path in args.paths for r in ledger_lines(path)]
     save(rows, args)
     print(f"{len({(r['run_id'], r['trial']) for r in rows})} trials -> {args.out}")
 

@@ -48,7 +48,7 @@ from sweep.backends.replay import load_table
 from sweep.config import validation
 from sweep.contract import one_time_s
 from sweep.execution.inline import InlinePool
-from sweep.ledger import end_label, metrics, read_rows
+from sweep.ledger import Row, metrics, read_rows
 from sweep.params import TrialParams, flag_name, named_flags
 from sweep.planner.loop import Planner
 from sweep.prices import resolve
@@ -126,7 +126,7 @@ def run_planner(
     seed: int,
     args: Any,
     initial: list[dict[str, Any]] | None = None,
-) -> list[dict]:
+) -> list[Row]:
     """One study with the real planner (``initial``: the design it starts on); returns its ledger rows."""
     flags = named_flags(space)
     ours = strategy.startswith("planner")  # random and grid search: each config once, no pruning
@@ -209,15 +209,15 @@ def run_asha(table: dict[str, Any], seed: int, args: Any, eta: int = 3, rungs: i
     return rows
 
 
-def planner_trace(rows: list[dict]) -> list[tuple[float, tuple | None]]:
+def planner_trace(rows: list[Row]) -> list[tuple[float, tuple | None]]:
     """After each trial's end, in ledger order: the study USD spent so far (every trial, search and confirmation)
     and the config ``sweep.run`` would recommend from the ledger up to there (None while there is none)."""
     trace = []
     spent = 0.0
     for i, r in enumerate(rows):
-        if r["state"] == "running" or end_label(r) == "not run":  # a config told without running costs nothing
+        if not r.ended or not r.ran:  # a config told without running costs nothing
             continue
-        spent += metrics(r)["usd"]
+        spent += metrics(r).usd
         rec = summarize(rows[: i + 1]).recommendation
         trace.append((spent, TrialParams.identity(rec.config.params) if rec is not None else None))
     return trace

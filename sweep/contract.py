@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
 from typing import Any, Protocol
 
 from sweep.errors import ConfigError
+from sweep.record import END_STATES as END_STATES  # the record's states, spoken of here as well
+from sweep.record import EndCause, Row, TrialState
 
 #: First held-out seed; every training seed must be below it. Training seeds live in ``[0, EVAL_SEED_BASE)``, the
 #: held-out panel's are ``EVAL_SEED_BASE + i``: the two can never meet, whichever path a seed takes.
@@ -95,97 +97,8 @@ class Decision(str, Enum):
 
 CONTINUE, PRUNE, STOP = Decision.CONTINUE, Decision.PRUNE, Decision.STOP
 
-#: Takes each ledger row of a running trial (a :class:`sweep.ledger.Row`, which this leaf module does not import) and
-#: answers with a :class:`Decision` (as text).
-Sink = Callable[[Any], str]
-
-
-class TrialState(str, Enum):
-    """A ledger row's ``state`` (a ``str``: rows are JSON): 'running' on a checkpoint row, how the trial ended on
-    its end row."""
-
-    RUNNING = "running"
-    REACHED = "reached"
-    """Its held-out success met the target."""
-    CAPPED = "capped"
-    """Stopped before the target by a cap: its own, the race's, or the study's end (:class:`EndCause` says which)."""
-    PRUNED = "pruned"
-    """Stopped by the planner on cost, or told without running (:attr:`EndCause.NOT_RUN`)."""
-    FAILED = "failed"
-    """It could not go on: an exception, a non-finite value, out of memory, a lost worker or driver."""
-
-
-END_STATES = (TrialState.REACHED, TrialState.CAPPED, TrialState.PRUNED, TrialState.FAILED)
-
-
-class EndCause(str, Enum):
-    """Why a trial ended: an end row's ``cause``. It decides whether the trial is a seed of its config (the
-    recommendation's mean) and whether a resumed study runs it again."""
-
-    REACHED = "reached"
-    """Its held-out success met the target."""
-    CAP = "cap"
-    """Its own per-trial cap (``budget.trial_usd``)."""
-    RACE_CAP = "race_cap"
-    """The race cap: the search leader's mean cost to target times ``race_slack``."""
-    PRUNED = "pruned"
-    """Pruned by the planner: it could not beat the best cost to target."""
-    NOT_RUN = "not_run"
-    """Told to the sampler without running: infeasible, or a repeat of a config already run."""
-    STUDY_END = "study_end"
-    """Stopped by the study's end: its budget spent, or Ctrl-C."""
-    DRIVER_STOPPED = "driver_stopped"
-    """Closed on resume: the driver died while it ran."""
-    WORKER_LOST = "worker_lost"
-    """Its worker died."""
-    FAILED = "failed"
-    """An exception, a non-finite value, out of memory (the reason says which)."""
-
-    @property
-    def censored(self) -> bool:
-        """Stopped on cost before the target after running: its cost to target is more than it spent."""
-        return self in (EndCause.CAP, EndCause.RACE_CAP, EndCause.PRUNED)
-
-    @property
-    def by_study(self) -> bool:
-        """Ended through no doing of its config: no seed of it, and a resumed study runs it again (a lost worker,
-        which could recur, is not excused)."""
-        return self in (EndCause.STUDY_END, EndCause.DRIVER_STOPPED)
-
-
-def end_cause(row: Mapping[str, Any]) -> EndCause | None:
-    """Why the trial of an end row ended (None for a 'running' row). Rows carry their ``cause``; a ledger written
-    before causes were recorded says it in the state and the opening words of the reason, read here and only here."""
-    if row.get("state") == TrialState.RUNNING:
-        return None
-    if row.get("cause"):
-        return EndCause(row["cause"])
-    state, reason = row.get("state"), str(row.get("reason", ""))
-    if state == TrialState.REACHED:
-        return EndCause.REACHED
-    if state == TrialState.PRUNED:
-        return EndCause.PRUNED if float(row.get("billable_s", 0.0)) > 0 else EndCause.NOT_RUN
-    if state == TrialState.CAPPED:
-        if reason.startswith("per-trial cap of "):
-            return EndCause.CAP
-        return EndCause.RACE_CAP if reason.startswith("capped at the best known cost") else EndCause.STUDY_END
-    if reason.startswith("driver stopped"):
-        return EndCause.DRIVER_STOPPED
-    return EndCause.WORKER_LOST if reason.startswith("worker lost") else EndCause.FAILED
-
-
-def stopped_by_cap(row: Mapping[str, Any]) -> bool:
-    """Whether a trial's end row says it stopped without reaching because of its cost (pruned after running, or at
-    its own cap or the race cap; not at the study's end). Such a seed is censored: its cost to target is more than it
-    spent."""
-    cause = end_cause(row)
-    return cause is not None and cause.censored
-
-
-def ended_by_study(row: Mapping[str, Any]) -> bool:
-    """Whether a trial ended through no doing of its config (:attr:`EndCause.by_study`)."""
-    cause = end_cause(row)
-    return cause is not None and cause.by_study
+#: Takes each ledger row of a running trial and answers with a :class:`Decision` (as text).
+Sink = Callable[[Row], str]
 
 
 #: An end: its state, why, and the reason in words.
@@ -278,6 +191,13 @@ class TrialConfig:
     baseline: bool = False
     """The trial runs the study's baseline config (recorded on its ledger rows, for the comparison)."""
 
+    @classmethod
+    def of(cls, saved: Mapping[str, Any]) -> TrialConfig:
+        """A config as saved (``dataclasses.asdict``: a study's user attribute, ``recommended.yaml``'s ``trial``
+        section), by this or an earlier version of sweep: keys it no longer has are left out."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in saved.items() if k in names})
+
     @property
     def eval_every(self) -> int:
         """Iterations between evaluations."""
@@ -324,7 +244,7 @@ class TrialRunner(Protocol):
         price_usd_per_hour: float = ...,
         price_label: str = ...,
         out_dir: str | Path | None = ...,
-    ) -> Any: ...
+    ) -> Row: ...
 
 
 class TrialPool(Protocol):
@@ -340,7 +260,7 @@ class TrialPool(Protocol):
     def submit(self, trial: int, cfg: TrialConfig, run_id: str, price: Any, out_dir: str) -> str:
         """Start a trial; returns where it runs (a node id)."""
 
-    def drain_rows(self) -> list[dict]:
+    def drain_rows(self) -> list[Row]:
         """Rows sent by running trials since the last call."""
 
     def wait_rows(self, timeout_s: float) -> None:

@@ -1,14 +1,17 @@
 """The cost ledger: append-only rows of phase seconds, env steps and held-out success per trial.
 
-One row per checkpoint and one per trial end, written as JSON lines, flushed and fsynced as they
-happen, so a crash loses nothing already written. Every figure sweep prints is derived from these
+One row per checkpoint and one per trial end (a :class:`~sweep.record.Row`), written as JSON lines, flushed and
+fsynced as they happen, so a crash loses nothing already written. Every figure sweep prints is derived from these
 rows by :func:`metrics`, the one place where the same-denominator rule lives:
 
 - throughput (env steps/s) = env_steps / training seconds (sim + policy + learn);
 - wall-clock (s) = billable seconds: every phase, startup to checkpoint, plus unattributed time;
 - USD = billable seconds x price, for every trial (pruned and failed included);
-- equal terms (``race_*``) = the same without the one-time start-up and compilation (:data:`ONE_TIME_PHASES`):
-  what the pruner and the ranking compare, while the bill and the budget count every second.
+- equal terms (``race_*``) = the same without the one-time start-up and compilation (``ONE_TIME_PHASES``): what
+  the pruner and the ranking compare, while the bill and the budget count every second.
+
+A :class:`LedgerView` holds a ledger's rows with each trial's latest row, and keeps what is derived from them until
+the next row arrives: the planner, the analysis and the report read one view.
 """
 
 from __future__ import annotations
@@ -18,20 +21,17 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from sweep import faults
-from sweep.contract import EndCause, TrialState, end_cause, one_time_s
+from sweep.contract import one_time_s
 from sweep.prices import usd
+from sweep.record import PHASES, EndCause, PhaseSeconds, Progress, Row, TrialState
 
-#: Phases of a trial, in the order they happen; each is a ``<phase>_s`` column (seconds, cumulative). 'answer' is
-#: the wait at each checkpoint for the planner's answer (the row sent, the decision back); 'other' is what no
-#: phase claimed (the training side's signals read, the loop's own Python between phases).
-PHASES = ("startup", "compile", "sim", "policy", "learn", "log", "eval", "checkpoint", "answer", "other")
 TRAINING_PHASES = ("sim", "policy", "learn")
 #: Peak device memory above this share of capacity labels a trial memory-bound.
 MEMORY_BOUND_SHARE = 0.9
@@ -47,100 +47,11 @@ _BOTTLENECK = {
     "answer": "overhead-bound",
     "other": "overhead-bound",
 }
-
-
-@dataclass
-class Row:
-    """One ledger row; seconds and steps are cumulative from the trial's start."""
-
-    run_id: str
-    trial: int
-    state: str
-    """'running' for a checkpoint, else how the trial ended: reached / capped / pruned / failed."""
-    params: dict[str, Any]
-    """The trial's knobs (num_envs, num_steps_per_env, perf flags, ...)."""
-    iteration: int
-    env_steps: int
-    billable_s: float
-    """Seconds billed so far: from the trial's start to this row, all phases and gaps included."""
-    phases_s: dict[str, float]
-    """Seconds per phase (keys from PHASES); 'other' is billable time no phase claimed."""
-    price_usd_per_hour: float
-    price_label: str
-    success: float | None = None
-    """Held-out success rate at this checkpoint (None when not evaluated)."""
-    success_lo: float | None = None
-    success_hi: float | None = None
-    success_max: float | None = None
-    """Set when the pass stopped as soon as its verdict was decided: the most a full pass could have measured.
-    ``success`` is then None below the target (the pass counted too few episodes to estimate the rate) and the
-    count so far at or above it; ``success_lo`` / ``success_hi`` bound what a full pass would have measured."""
-    eval_episodes: int = 0
-    peak_gpu_gib: float | None = None
-    gpu_capacity_gib: float | None = None
-    skipped_updates: int = 0
-    """Updates skipped because the gradient norm was not finite (fast finite check)."""
-    mean_return: float | None = None
-    """Mean return of training episodes finished since the last row (None if none finished)."""
-    train_success: float | None = None
-    """Training side: success share of the training episodes finished since the last row (stochastic policy);
-    a signal of progress, never the held-out measure (None where the runner does not count it)."""
-    on_track: float | None = None
-    """Training side, at this checkpoint: the share of the training envs at least 100 control steps into an episode
-    that would count as a success if it ended now (:meth:`sweep.backends.base.TaskEnv.on_track_share`; stochastic
-    policy). It follows the policy as it is, where ``train_success`` lags it by the episodes still running; not the
-    held-out measure either (None where the env does not say)."""
-    reason: str = ""
-    """Why the trial ended this way, in words (an end row)."""
-    cause: str = ""
-    """Why the trial ended, as a :class:`~sweep.contract.EndCause` (an end row; '' on a checkpoint row, and in ledgers
-    written before causes were recorded: :func:`~sweep.contract.end_cause` reads those)."""
-    device: str = ""
-    gpu: str = ""
-    """Which GPU the trial ran on, ``<host>:<index>`` (:func:`sweep.trial.learner.gpu_slot`); '' on a CPU."""
-    seed: int = 0
-    checkpoint: str = ""
-    """The trial's checkpoint file as of this row, relative to the run folder ('' when none is kept): the one
-    saved at its latest evaluation; on a 'reached' row, the checkpoint that reached the target."""
-    phase: str = "search"
-    """Which phase of the study the trial belongs to (:data:`STUDY_PHASES`): 'search' (the planner exploring) or
-    'confirm' (a finalist re-run on a further training seed); rows written before phases existed read as 'search'."""
-    baseline: bool = False
-    """The trial ran the study's baseline config (what the recommendation is compared with)."""
-    startup_parts_s: dict[str, float] = field(default_factory=dict)
-    """Where the 'startup' phase's seconds went (the backend's import, each env's construction, the learner's), so a
-    slow first start-up can be told apart; empty where the runner does not break it down."""
-    wall_time: float = field(default_factory=time.time)
-    """Unix time the row was written (s)."""
-
-    def to_json(self) -> str:
-        return json.dumps(self.__dict__, sort_keys=True, allow_nan=True)
-
-
-#: The fields of a row that grow as a trial runs (the rest name the trial, its state and the row's time).
-PROGRESS_FIELDS = (
-    "iteration",
-    "env_steps",
-    "billable_s",
-    "phases_s",
-    "success",
-    "success_lo",
-    "success_hi",
-    "success_max",
-    "eval_episodes",
-    "peak_gpu_gib",
-    "gpu_capacity_gib",
-    "skipped_updates",
-    "mean_return",
-    "train_success",
-    "on_track",
-    "device",
-    "gpu",
-    "checkpoint",
-    "startup_parts_s",
-)
-#: A trial's progress before its first row.
-START = {"iteration": 0, "env_steps": 0, "billable_s": 0.0, "phases_s": {}}
+#: The fields of a row that grow as a trial runs (:class:`~sweep.record.Progress`; the rest name the trial, its state
+#: and the row's time).
+PROGRESS_FIELDS = tuple(f.name for f in fields(Progress))
+#: How a trial told without running (:attr:`EndCause.NOT_RUN`) is shown in counts.
+NOT_RUN = "not run"
 
 
 @dataclass(frozen=True)
@@ -155,15 +66,15 @@ class TrialRows:
     price_usd_per_hour: float
     price_label: str
     phase: str = "search"
-    """The study phase the trial belongs to (:data:`STUDY_PHASES`)."""
+    """The study phase the trial belongs to (:data:`~sweep.contract.STUDY_PHASES`)."""
     baseline: bool = False
     """The trial runs the study's baseline config."""
 
-    def row(self, state: str, progress: dict[str, Any], reason: str = "", cause: EndCause | None = None) -> Row:
-        """A row of this trial in ``state``: ``progress`` holds its cumulative figures (keys of
-        :data:`PROGRESS_FIELDS`; others are ignored, absent ones take their defaults)."""
-        figures = {**START, **{k: v for k, v in progress.items() if k in PROGRESS_FIELDS}}
-        figures["phases_s"] = dict(figures["phases_s"])
+    def row(
+        self, state: TrialState, progress: Progress | None = None, reason: str = "", cause: EndCause | None = None
+    ) -> Row:
+        """A row of this trial in ``state`` with its cumulative figures ``progress`` (none yet: the defaults)."""
+        figures = progress if progress is not None else Progress()
         return Row(
             run_id=self.run_id,
             trial=self.trial,
@@ -172,36 +83,63 @@ class TrialRows:
             price_usd_per_hour=self.price_usd_per_hour,
             price_label=self.price_label,
             reason=reason,
-            cause=cause.value if cause is not None else "",
+            cause=cause,
             seed=self.seed,
             phase=self.phase,
             baseline=self.baseline,
-            **figures,
+            **{f.name: getattr(figures, f.name) for f in fields(Progress)},
         )
 
 
-def metrics(row: Row | dict) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Metrics:
+    """Every derived figure of a row, each over its own denominator (see the module docstring)."""
+
+    training_s: float
+    """Seconds of sim + policy + learn (throughput's denominator)."""
+    throughput_sps: float
+    """Env steps per training second."""
+    wall_s: float
+    """Billable seconds so far."""
+    usd: float
+    """Billable seconds x price."""
+    bottleneck: str
+    one_time_s: float
+    """Billable seconds of start-up and compilation."""
+    race_usd: float
+    """USD so far on equal terms (without start-up and compilation)."""
+    wall_to_target_s: float | None
+    """Billable seconds when the trial reached the target, else None."""
+    usd_to_target: float | None
+    """USD when the trial reached the target, else None."""
+    race_usd_to_target: float | None
+    """The same on equal terms (what the ranking compares)."""
+
+
+def metrics(row: Row) -> Metrics:
     """Every derived figure of a row, each over its own denominator (see module docstring)."""
-    r = row if isinstance(row, dict) else row.__dict__
-    phases = {p: float(r["phases_s"].get(p, 0.0)) for p in PHASES}
+    phases = {p: float(row.phases_s.get(p, 0.0)) for p in PHASES}
     training_s = sum(phases[p] for p in TRAINING_PHASES)
-    out = {
-        "training_s": training_s,
-        "throughput_sps": r["env_steps"] / training_s if training_s > 0 else 0.0,
-        "wall_s": float(r["billable_s"]),
-        "usd": usd(float(r["billable_s"]), float(r["price_usd_per_hour"])),
-        "bottleneck": bottleneck(phases, r.get("peak_gpu_gib"), r.get("gpu_capacity_gib")),
-    }
-    out["one_time_s"] = one_time_s(phases)
-    out["race_usd"] = usd(max(0.0, out["wall_s"] - out["one_time_s"]), float(r["price_usd_per_hour"]))
-    reached = r["state"] == TrialState.REACHED
-    out["wall_to_target_s"] = out["wall_s"] if reached else None
-    out["usd_to_target"] = out["usd"] if reached else None
-    out["race_usd_to_target"] = out["race_usd"] if reached else None
-    return out
+    wall_s = float(row.billable_s)
+    cost = usd(wall_s, float(row.price_usd_per_hour))
+    once = one_time_s(phases)
+    race = usd(max(0.0, wall_s - once), float(row.price_usd_per_hour))
+    reached = row.state == TrialState.REACHED
+    return Metrics(
+        training_s=training_s,
+        throughput_sps=row.env_steps / training_s if training_s > 0 else 0.0,
+        wall_s=wall_s,
+        usd=cost,
+        bottleneck=bottleneck(phases, row.peak_gpu_gib, row.gpu_capacity_gib),
+        one_time_s=once,
+        race_usd=race,
+        wall_to_target_s=wall_s if reached else None,
+        usd_to_target=cost if reached else None,
+        race_usd_to_target=race if reached else None,
+    )
 
 
-def bottleneck(phases_s: dict[str, float], peak_gib: float | None = None, capacity_gib: float | None = None) -> str:
+def bottleneck(phases_s: Mapping[str, float], peak_gib: float | None = None, capacity_gib: float | None = None) -> str:
     """Label a trial by its largest phase, or 'memory-bound' when peak memory nears capacity."""
     if peak_gib and capacity_gib and peak_gib >= MEMORY_BOUND_SHARE * capacity_gib:
         return "memory-bound"
@@ -229,9 +167,8 @@ class LedgerWriter:
                 self._file.write(b"\n")
         self._file.seek(0, os.SEEK_END)
 
-    def append(self, row: Row | dict) -> None:
-        line = row.to_json() if isinstance(row, Row) else json.dumps(row, sort_keys=True)
-        data = line.encode() + b"\n"
+    def append(self, row: Row) -> None:
+        data = row.to_json().encode() + b"\n"
         faults.point("ledger.write")
         if faults.reached("ledger.torn"):  # a kill mid-write: what a resume must repair
             self._file.write(data[: len(data) // 2])
@@ -253,21 +190,22 @@ class LedgerWriter:
 
 
 def _parse(line: str) -> dict | None:
-    """A ledger row, or None for a torn, corrupt or foreign line."""
+    """A ledger line's JSON object, or None for a torn, corrupt or foreign line."""
     try:
-        row = json.loads(line)
+        data = json.loads(line)
     except json.JSONDecodeError:
         return None
-    return row if isinstance(row, dict) and "trial" in row and "billable_s" in row else None
+    return data if isinstance(data, dict) and "trial" in data and "billable_s" in data else None
 
 
-def read_rows(path: str | Path) -> list[dict]:
-    """All rows of a ledger file; a torn or corrupt line is skipped (:func:`repair` moves it aside), never raised."""
+def read_rows(path: str | Path) -> list[Row]:
+    """All rows of a ledger file (:meth:`Row.of`, every version's lines); a torn or corrupt line is skipped
+    (:func:`repair` moves it aside), never raised."""
     path = Path(path)
     if not path.exists():
         return []
     with open(path, encoding="utf-8", errors="replace") as f:
-        return [row for line in f if line.strip() and (row := _parse(line)) is not None]
+        return [Row.of(data) for line in f if line.strip() and (data := _parse(line)) is not None]
 
 
 def repair(path: str | Path) -> str | None:
@@ -298,58 +236,128 @@ def repair(path: str | Path) -> str | None:
     return note
 
 
-def last_rows(rows: Iterable[dict]) -> dict[int, dict]:
-    """The latest row of every trial (its totals so far), keyed by trial number."""
-    out: dict[int, dict] = {}
-    for row in rows:
-        out[int(row["trial"])] = row
-    return out
+T = TypeVar("T")
 
 
-def end_label(row: dict) -> str:
+class LedgerView(Sequence[Row]):
+    """A ledger's rows in order, with each trial's latest row (its totals so far; its end row once it has ended),
+    kept as rows arrive (:meth:`add`). What is derived from the rows (:meth:`derived`: the per-config statistics, the
+    summary) is computed once and kept until the next row: the report builds one view, the planner keeps one as it
+    writes, and the analysis reads either."""
+
+    def __init__(self, rows: Iterable[Row] = ()) -> None:
+        self._rows: list[Row] = []
+        self.last: dict[int, Row] = {}
+        """Each trial's latest row, by trial number."""
+        self._derived: dict[tuple, Any] = {}
+        for row in rows:
+            self.add(row)
+
+    @classmethod
+    def of(cls, rows: Iterable[Row]) -> LedgerView:
+        """``rows`` as a view (a view is itself)."""
+        return rows if isinstance(rows, LedgerView) else cls(rows)
+
+    def add(self, row: Row) -> None:
+        """One more row (the ledger's next)."""
+        self._rows.append(row)
+        self.last[row.trial] = row
+        self._derived.clear()
+
+    def ends(self) -> dict[int, Row]:
+        """The end row of every trial that ended, by trial number."""
+        return {t: r for t, r in self.last.items() if r.ended}
+
+    def of_trial(self, trial: int) -> list[Row]:
+        """The rows of one trial, oldest first."""
+        return [r for r in self._rows if r.trial == trial]
+
+    def derived(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(self, *args)``, computed once until the next row arrives."""
+        key = (fn, *args)
+        if key not in self._derived:
+            self._derived[key] = fn(self, *args)
+        return self._derived[key]
+
+    @overload
+    def __getitem__(self, index: int) -> Row: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Row]: ...
+    def __getitem__(self, index: int | slice) -> Row | list[Row]:
+        return self._rows[index]
+
+    def __iter__(self) -> Iterator[Row]:
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+
+def end_label(row: Row) -> str:
     """A trial's state for counts shown to people: 'not run' for a config told PRUNED without running
-    (infeasible, or a repeat of one already run), else the ledger state."""
-    return "not run" if end_cause(row) == EndCause.NOT_RUN else row["state"]
+    (:attr:`EndCause.NOT_RUN`: infeasible, or a repeat of one already run), else the ledger state."""
+    return row.state.value if row.ran else NOT_RUN
 
 
-def summary_figures(rows: list[dict]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class StudyFigures:
+    """Study-level figures from the ledger (USD)."""
+
+    total_usd: float
+    """Every trial's spend, pruned and failed included."""
+    usd_by_state: dict[str, float]
+    """Spend by the state each trial is in (its latest row)."""
+    pruned_failed_share: float
+    """Share of the spend on pruned and failed trials (0-1)."""
+    best_trial: int | None
+    """The cheapest trial to the target on equal terms (one-time phases left out); None when none reached."""
+    pareto: list[int]
+    """Trials on the (USD, wall-clock) to target Pareto front."""
+    trials: int
+    usd_per_reaching_trial: float | None
+
+
+def summary_figures(rows: Iterable[Row]) -> StudyFigures:
     """Study-level figures from the ledger: spend by state, best cost to target, Pareto set."""
-    ends = last_rows(rows)
+    ends = LedgerView.of(rows).last
     by_state: dict[str, float] = {}
     for r in ends.values():
-        by_state[r["state"]] = by_state.get(r["state"], 0.0) + metrics(r)["usd"]
-    reached = sorted(
-        (metrics(r)["race_usd_to_target"], metrics(r)["usd_to_target"], metrics(r)["wall_to_target_s"], t)
-        for t, r in ends.items()
-        if r["state"] == TrialState.REACHED
-    )
+        by_state[r.state.value] = by_state.get(r.state.value, 0.0) + metrics(r).usd
+    reached = []
+    for t, r in ends.items():
+        if r.state == TrialState.REACHED:
+            m = metrics(r)
+            reached.append((m.race_usd_to_target, m.usd_to_target, m.wall_to_target_s, t))
+    reached.sort()
     pareto, best_wall = [], float("inf")
     for _race, _cost, wall, t in sorted(reached, key=lambda x: (x[1], x[2])):
         if wall < best_wall:
             pareto.append(t)
             best_wall = wall
     total = sum(by_state.values())
-    return {
-        "total_usd": total,
-        "usd_by_state": by_state,
-        "pruned_failed_share": (by_state.get("pruned", 0.0) + by_state.get("failed", 0.0)) / total if total else 0.0,
-        "best_trial": reached[0][3] if reached else None,  # the cheapest on equal terms (one-time phases left out)
-        "pareto": pareto,
-        "trials": len(ends),
-        "usd_per_reaching_trial": total / len(reached) if reached else None,
-    }
+    pruned_failed = by_state.get(TrialState.PRUNED.value, 0.0) + by_state.get(TrialState.FAILED.value, 0.0)
+    return StudyFigures(
+        total_usd=total,
+        usd_by_state=by_state,
+        pruned_failed_share=pruned_failed / total if total else 0.0,
+        best_trial=reached[0][3] if reached else None,
+        pareto=pareto,
+        trials=len(ends),
+        usd_per_reaching_trial=total / len(reached) if reached else None,
+    )
 
 
-def frame(rows: Iterable[dict]) -> Any:
-    """A pandas view: one line per row, params flattened as ``p.<knob>``, metrics added."""
+def frame(rows: Iterable[Row]) -> Any:
+    """A pandas view: one line per row as the ledger writes it, params flattened as ``p.<knob>``, each phase as
+    ``<phase>_s``, metrics added."""
     import pandas as pd
 
     records = []
     for row in rows:
-        rec = {k: v for k, v in row.items() if k not in ("params", "phases_s")}
-        rec.update({f"p.{k}": v for k, v in row["params"].items()})
-        rec.update({f"{p}_s": float(row["phases_s"].get(p, 0.0)) for p in PHASES})
-        rec.update(metrics(row))
+        rec = {k: v for k, v in row.as_json().items() if k not in ("params", "phases_s")}
+        rec.update({f"p.{k}": v for k, v in row.params.items()})
+        rec.update({f"{p}_s": float(row.phases_s.get(p, 0.0)) for p in PHASES})
+        rec.update(asdict(metrics(row)))
         records.append(rec)
     return pd.DataFrame.from_records(records)
 
@@ -380,9 +388,9 @@ class PhaseClock:
         """Seconds since the trial started: the bill, whatever phase they belong to."""
         return time.perf_counter() - self.start
 
-    def snapshot(self) -> tuple[float, dict[str, float]]:
+    def snapshot(self) -> tuple[float, PhaseSeconds]:
         """(billable seconds, seconds per phase with the unclaimed remainder as 'other')."""
         billable = self.billable_s()
         phases = dict(self.seconds)
         phases["other"] = max(0.0, billable - sum(v for k, v in phases.items() if k != "other"))
-        return billable, phases
+        return billable, PhaseSeconds.of(phases)

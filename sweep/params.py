@@ -112,3 +112,18 @@ class TrialParams:
 def trial_params(cfg: TrialConfig) -> dict[str, Any]:
     """A trial's config as the ledger records it: backend, profile and its :class:`TrialParams`."""
     return {"backend": cfg.backend, "profile": cfg.profile, **TrialParams.from_config(cfg).as_dict()}
+
+
+def trial_config(params: Mapping[str, Any], **fields: Any) -> TrialConfig:
+    """The one way to a TrialConfig from a config's params (a planner suggestion, a ledger row's ``params``): its knobs
+    and mode (:class:`TrialParams`), its flags as ``params`` names them; every other field from ``fields``."""
+    p = TrialParams.of(params)
+    return TrialConfig(
+        num_envs=p.num_envs,
+        num_steps_per_env=p.num_steps_per_env,
+        num_mini_batches=p.num_mini_batches,
+        num_learning_epochs=p.num_learning_epochs,
+        mode=p.mode,
+        flags=named_flags(params),
+        **fields,
+    )

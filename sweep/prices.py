@@ -53,8 +53,14 @@ def resolve(gpu: str, kind: str = "on_demand", usd_per_hour: float | None = None
 
 
 def usd(seconds: float, usd_per_hour: float) -> float:
-    """Dollars for ``seconds`` of one device: the only place money is computed."""
+    """Dollars for ``seconds`` of one device: the only place money is computed from time."""
     return seconds * usd_per_hour / 3600.0
+
+
+def seconds(usd: float, usd_per_hour: float) -> float:
+    """Seconds of one device that ``usd`` dollars buy (a cap in dollars as the billable seconds a trial checks): the
+    only place time is computed from money."""
+    return usd * 3600.0 / usd_per_hour
 
 
 def detect_gpu(device: str) -> str:

@@ -151,7 +151,7 @@ def check_study(run_dir: Path) -> None:
 
     from sweep.ledger import read_rows
 
-    billed = {int(r["trial"]) for r in read_rows(run_dir / "ledger.jsonl")}
+    billed = {r.trial for r in read_rows(run_dir / "ledger.jsonl")}
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     keep = f"the ledger keeps every row and dollar; restore {run_dir / 'study.db'} from a copy or start a new run"
     try:

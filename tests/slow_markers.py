@@ -43,12 +43,14 @@ def pytest_fixture_setup(fixturedef: pytest.FixtureDef, request: pytest.FixtureR
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if report.when == "call":
+    if report.when == "call" and not report.skipped:
         _cost_s[report.nodeid] = (report.duration, False)
 
 
 def pytest_runtest_teardown(item: pytest.Item) -> None:
-    call_s, _ = _cost_s.get(item.nodeid, (0.0, False))
+    if item.nodeid not in _cost_s:  # skipped: nothing to judge
+        return
+    call_s, _ = _cost_s[item.nodeid]
     fixtures_s = sum(_fixture_s.get(name, 0.0) for name in getattr(item, "fixturenames", ()))
     _cost_s[item.nodeid] = (call_s + fixtures_s, item.get_closest_marker("slow") is not None)
 

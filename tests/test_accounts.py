@@ -7,28 +7,29 @@ from pathlib import Path
 
 import pytest
 
+from sweep.contract import RESERVE_MARGIN
+from sweep.ledger import LedgerView, Row
 from sweep.planner.accounts import Accounts
-from sweep.planner.pruner import RESERVE_MARGIN
 from tests.test_leader import PRICE, end
 from tests.test_planner import make_cfg
 
 
 @dataclass
 class Run:
-    rows: list[dict] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
     allowance: float = 0.0
 
 
 def test_the_figures_follow_the_rows_and_the_running_trials_as_they_change(tmp_path: Path) -> None:
     cfg = make_cfg(tmp_path)  # $1000 budget, $100 per trial, pruning, race_slack 1.5
-    rows: list[dict] = []
+    rows = LedgerView()
     running: dict[int, Run] = {}
     money = Accounts(cfg, PRICE, rows, running)
     assert money.best_usd() is None and money.spent_usd() == 0.0 and money.allowance() == 100.0
 
     # a trial that paid 4 s of start-up and compilation on top of 10 s of training
-    rows.append(end(0, 64, 14.0, phases_s={"sim": 10.0, "startup": 3.0, "compile": 1.0}))
-    rows.append(end(1, 128, 30.0, state="capped"))
+    rows.add(end(0, 64, 14.0, phases_s={"sim": 10.0, "startup": 3.0, "compile": 1.0}))
+    rows.add(end(1, 128, 30.0, state="capped"))
     assert money.best_usd() == pytest.approx(10.0)  # equal terms: one-time seconds left out
     assert money.one_time_usd() == pytest.approx(4.0)
     assert money.allowance() == pytest.approx(10.0 * cfg.search.race_slack + 4.0)
@@ -38,7 +39,7 @@ def test_the_figures_follow_the_rows_and_the_running_trials_as_they_change(tmp_p
     assert money.reserved_usd() == pytest.approx(20.0 * RESERVE_MARGIN)
     row = end(2, 64, 50.0, state="running")
     running[2].rows.append(row)
-    rows.append(row)
+    rows.add(row)
     assert money.reserved_usd() == pytest.approx(50.0)  # past its allowance: it holds what it spent
     assert money.finished_usd() == pytest.approx(44.0) and money.spent_usd() == pytest.approx(94.0)
 
@@ -46,9 +47,9 @@ def test_the_figures_follow_the_rows_and_the_running_trials_as_they_change(tmp_p
 def test_the_search_keeps_the_confirmations_share_and_stops_when_it_cannot_pay_a_trial(tmp_path: Path) -> None:
     confirm = {"seeds": 2, "budget_share": 0.4, "baseline": {"num_envs": 128, "num_steps_per_env": 8}}
     cfg = make_cfg(tmp_path, **{"confirm": confirm, "budget.usd": 300.0})
-    rows: list[dict] = []
+    rows = LedgerView()
     money = Accounts(cfg, PRICE, rows, {})
     assert money.search_budget_usd() == pytest.approx(180.0)
     assert money.search_can_start()  # $180 pays a $100 trial with its margin
-    rows.append(end(0, 64, 80.0, state="capped"))
+    rows.add(end(0, 64, 80.0, state="capped"))
     assert not money.search_can_start()  # $100 left does not

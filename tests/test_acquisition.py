@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sweep.backends.replay import load_table
-from sweep.ledger import end_label, last_rows
+from sweep.ledger import LedgerView, Row
 from sweep.params import TrialParams
 from sweep.planner import acquisition
 from tests.helpers import search_efficiency
@@ -16,9 +16,9 @@ from tests.replay_table import write_table
 PRICE = 3600.0  # $1 per billable second
 
 
-def row(state: str, billable_s: float, success: float | None, compile_s: float = 0.0, **extra) -> dict:
-    base = {"state": state, "billable_s": billable_s, "wall_s": billable_s, "price_usd_per_hour": PRICE}
-    return {**base, "phases_s": {"compile": compile_s}, "success": success, **extra}
+def row(state: str, billable_s: float, success: float | None, compile_s: float = 0.0, **extra) -> Row:
+    base = {"trial": 0, "state": state, "billable_s": billable_s, "price_usd_per_hour": PRICE}
+    return Row.of({**base, "phases_s": {"compile": compile_s}, "success": success, **extra})
 
 
 def test_a_reached_trial_gives_its_cost_and_a_stopped_one_an_estimate_from_its_curve() -> None:
@@ -66,6 +66,6 @@ def test_the_cost_sampler_runs_through_the_planner_and_bets_on_untried_configs_o
 
     for seed in range(3):
         rows = bench.run_planner(str(table), space, "planner-cost", seed, Args())
-        ends = last_rows(rows)
-        paid = [TrialParams.identity(r["params"]) for r in ends.values() if end_label(r) != "not run"]
+        ends = LedgerView(rows).last
+        paid = [TrialParams.identity(r.params) for r in ends.values() if r.ran]
         assert len(paid) == len(set(paid)) == 4  # every config once: the bets are untried configs

@@ -897,13 +897,13 @@ def test_one_real_isaac_lab_trial_trains_evaluates_and_writes_its_ledger(real_tr
     proc, out = real_trial
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     rows = read_rows(out / "ledger.jsonl")
-    checkpoints = [r for r in rows if r["state"] == "running"]
-    assert checkpoints and checkpoints[0]["iteration"] >= 2 and checkpoints[0]["eval_episodes"] == 16
-    assert all(0 <= r["success"] <= 1 and r["success_lo"] <= r["success"] <= r["success_hi"] for r in checkpoints)
-    assert rows[-1]["state"] in ("capped", "reached") and rows[-1]["env_steps"] == rows[-1]["iteration"] * 16 * 12
-    assert rows[-1]["phases_s"]["eval"] > 0 and rows[-1]["billable_s"] >= sum(checkpoints[-1]["phases_s"].values()) - 1
-    assert rows[-1]["startup_parts_s"]["eval_env"] > 0  # the panel process's start, billed to the trial
-    assert rows[-1]["params"]["backend"] == "isaaclab" and rows[-1]["seed"] == 1
+    checkpoints = [r for r in rows if r.state == "running"]
+    assert checkpoints and checkpoints[0].iteration >= 2 and checkpoints[0].eval_episodes == 16
+    assert all(0 <= r.success <= 1 and r.success_lo <= r.success <= r.success_hi for r in checkpoints)
+    assert rows[-1].state in ("capped", "reached") and rows[-1].env_steps == rows[-1].iteration * 16 * 12
+    assert rows[-1].phases_s.eval > 0 and rows[-1].billable_s >= sum(checkpoints[-1].phases_s.values()) - 1
+    assert rows[-1].startup_parts_s["eval_env"] > 0  # the panel process's start, billed to the trial
+    assert rows[-1].params["backend"] == "isaaclab" and rows[-1].seed == 1
     assert {p.name for p in (out / "trials" / "0000" / ilc.PARAMS_DIR).iterdir()} == {"agent.yaml", "env.yaml"}
 
 
@@ -967,8 +967,8 @@ def test_sweep_run_on_isaac_labs_go2_ends_with_a_report(asset_root, tmp_path) ->
     assert proc.returncode == 0, proc.stderr[-3000:]
     run_dir = tmp_path / "isaac"
     rows = read_rows(run_dir / "ledger.jsonl")
-    ends = [r for r in rows if r["state"] != "running"]
-    assert ends and all(r["params"]["backend"] == "isaaclab" for r in rows)
-    assert any(r["success"] is not None for r in rows)  # at least one held-out evaluation ran
+    ends = [r for r in rows if r.state != "running"]
+    assert ends and all(r.params["backend"] == "isaaclab" for r in rows)
+    assert any(r.success is not None for r in rows)  # at least one held-out evaluation ran
     assert (run_dir / "report.html").stat().st_size > 10_000
     assert "report:" in proc.stdout

@@ -10,7 +10,7 @@ import pytest
 from sweep import checkpoints
 from sweep.contract import PRUNE
 from sweep.errors import ConfigError
-from sweep.ledger import last_rows, read_rows
+from sweep.ledger import LedgerView, read_rows
 from sweep.trial.cli import checked
 from sweep.trial.runner import run_trial
 from tests.helpers import tiny_trial
@@ -18,11 +18,11 @@ from tests.helpers import tiny_trial
 
 def test_a_reached_checkpoint_stays_even_when_only_reached_ones_are_kept(reached_run) -> None:
     run_dir, _ = reached_run
-    end = last_rows(read_rows(run_dir / "ledger.jsonl"))[3]
-    assert end["state"] == "reached" and end["checkpoint"] == checkpoints.relative_path(3)
-    assert (run_dir / end["checkpoint"]).is_file()
-    meta = checkpoints.read_meta(run_dir, end["checkpoint"])
-    assert meta["reached"] and meta["iteration"] == end["iteration"] and meta["obs_dim"] > 0 < meta["num_actions"]
+    end = LedgerView(read_rows(run_dir / "ledger.jsonl")).last[3]
+    assert end.state == "reached" and end.checkpoint == checkpoints.relative_path(3)
+    assert (run_dir / end.checkpoint).is_file()
+    meta = checkpoints.read_meta(run_dir, end.checkpoint)
+    assert meta["reached"] and meta["iteration"] == end.iteration and meta["obs_dim"] > 0 < meta["num_actions"]
 
 
 def test_a_trial_that_did_not_reach_drops_its_checkpoint_when_only_reached_ones_are_kept(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from sweep.analysis import evidence, summary
 from sweep.config import validation
 from sweep.contract import EVAL_SEED_BASE
 from sweep.errors import ConfigError
-from sweep.ledger import last_rows, metrics, read_rows
+from sweep.ledger import LedgerView, Row, metrics, read_rows
 from sweep.planner import confirm
 from sweep.planner.phase import Phase
 from tests.replay_table import write_seeded_table
@@ -47,12 +47,12 @@ def make_cfg(tmp_path: Path, costs: dict, compile_s: float = 0.0, **over) -> con
     return validation.validate(config.compose(data, over, "test", has_gpu=False))
 
 
-def by_config(rows: list[dict]) -> dict[tuple[int, int], list[dict]]:
+def by_config(rows: list[Row]) -> dict[tuple[int, int], list[Row]]:
     """Each config's end rows that ran, by (num_envs, num_steps_per_env), in trial order."""
-    out: dict[tuple[int, int], list[dict]] = {}
-    for _, r in sorted(last_rows(rows).items()):
-        if r["billable_s"] > 0:
-            out.setdefault((r["params"]["num_envs"], r["params"]["num_steps_per_env"]), []).append(r)
+    out: dict[tuple[int, int], list[Row]] = {}
+    for _, r in sorted(LedgerView.of(rows).last.items()):
+        if r.billable_s > 0:
+            out.setdefault((r.params["num_envs"], r.params["num_steps_per_env"]), []).append(r)
     return out
 
 
@@ -64,7 +64,7 @@ def test_a_lucky_single_seed_loses_to_a_config_better_on_average(tmp_path: Path)
     p = planner(make_cfg(tmp_path, LUCKY), tmp_path / "run")
     p.run()
     runs = by_config(p.rows)
-    assert [r["seed"] for r in runs[A]] == [1, 5, 8] and [metrics(r)["usd"] for r in runs[A]] == [10, 40, 40]
+    assert [r.seed for r in runs[A]] == [1, 5, 8] and [metrics(r).usd for r in runs[A]] == [10, 40, 40]
     rec = summary.summarize(p.rows).recommendation
     assert rec is not None and (rec.config.params["num_envs"], rec.config.params["num_steps_per_env"]) == B
     assert rec.config.race_mean == pytest.approx(20.0) and rec.config.race_usd == (19.0, 20.0, 21.0)
@@ -82,7 +82,7 @@ def test_racing_stops_a_clearly_worse_candidate_after_two_seeds(tmp_path: Path) 
     p.run()
     runs = by_config(p.rows)
     assert [len(runs[k]) for k in (A, B, C, D)] == [3, 2, 1, 3]  # B stopped; the leader and the baseline go on
-    assert [r["seed"] for r in runs[B]] == [2, 5] and [r["seed"] for r in runs[D]] == [4, 5, 8]
+    assert [r.seed for r in runs[B]] == [2, 5] and [r.seed for r in runs[D]] == [4, 5, 8]
     stats = {c.key: c for c in evidence.config_stats(p.rows)}
     out = confirm.out_of_race(stats, p.confirmation.finalists(p.rows), 1.5)
     assert list(out.values()) == ["mean $36.0000 > 1.5 x the leader's $11.0000"]
@@ -109,9 +109,9 @@ def test_confirmation_is_billed_in_the_budget_and_shown_apart(tmp_path: Path) ->
     p = planner(make_cfg(tmp_path, BUDGETED, **over), tmp_path / "run")
     p.run()
     rows = read_rows(tmp_path / "run" / "ledger.jsonl")
-    ends = last_rows(rows)
-    search = sum(metrics(r)["usd"] for r in ends.values() if r["phase"] == "search")
-    confirmed = sum(metrics(r)["usd"] for r in ends.values() if r["phase"] == "confirm")
+    ends = LedgerView.of(rows).last
+    search = sum(metrics(r).usd for r in ends.values() if r.phase == "search")
+    confirmed = sum(metrics(r).usd for r in ends.values() if r.phase == "confirm")
     assert (search, confirmed) == (62.0, 129.0)  # rounds 1 and 2 of A, B, D
     assert p.phase.log == [
         (Phase.DRAINING, "search budget spent (the rest is kept for the confirmation)"),
@@ -126,7 +126,7 @@ def test_confirmation_is_billed_in_the_budget_and_shown_apart(tmp_path: Path) ->
     study = optuna.load_study(study_name="sweep", storage=f"sqlite:///{tmp_path / 'run' / 'study.db'}")
     told = [t for t in study.trials if t.user_attrs.get("phase") == "confirm"]
     assert told and all(t.state == optuna.trial.TrialState.COMPLETE for t in told)
-    assert sorted(t.number for t in told) == sorted(t for t, r in ends.items() if r["phase"] == "confirm")
+    assert sorted(t.number for t in told) == sorted(t for t, r in ends.items() if r.phase == "confirm")
 
 
 def test_a_confirmation_trial_the_budget_cannot_give_the_full_cap_starts_on_what_is_left(tmp_path: Path) -> None:
@@ -138,8 +138,8 @@ def test_a_confirmation_trial_the_budget_cannot_give_the_full_cap_starts_on_what
     rows = read_rows(tmp_path / "run" / "ledger.jsonl")
     assert [len(v) for v in by_config(rows).values()] == [3, 3, 1, 3]
     assert p.phase.why.startswith("confirmation complete")  # not stopped by the budget
-    last = max(last_rows(rows).values(), key=lambda r: r["trial"])
-    assert last["phase"] == "confirm" and last["state"] == "reached" and last["billable_s"] == 40.0
+    last = max(LedgerView.of(rows).last.values(), key=lambda r: r.trial)
+    assert last.phase == "confirm" and last.state == "reached" and last.billable_s == 40.0
     total = summary.summarize(rows).total_usd
     assert total == pytest.approx(231.0) and total < 240.0
 
@@ -157,15 +157,15 @@ def test_the_ranking_leaves_compilation_out_of_both_sides(tmp_path: Path) -> Non
 def test_confirmation_seeds_are_new_training_seeds_never_held_out(tmp_path: Path) -> None:
     p = planner(make_cfg(tmp_path, LUCKY), tmp_path / "run")
     p.run()
-    ends = last_rows(p.rows)
-    search = {r["seed"] for r in ends.values() if r["phase"] == "search"}
-    rounds = sorted({r["seed"] for r in ends.values() if r["phase"] == "confirm"})
+    ends = p.rows.last
+    search = {r.seed for r in ends.values() if r.phase == "search"}
+    rounds = sorted({r.seed for r in ends.values() if r.phase == "confirm"})
     assert rounds == [5, 8] and not search & set(rounds) and all(s < EVAL_SEED_BASE for s in rounds)
     for seed in rounds:  # a round's seed comes from the counter: seeds.training + its first trial
-        first = min(t for t, r in ends.items() if r["phase"] == "confirm" and r["seed"] == seed)
+        first = min(t for t, r in ends.items() if r.phase == "confirm" and r.seed == seed)
         assert seed == 1 + first
     for runs in by_config(p.rows).values():  # no config trains on the same seed twice
-        assert len({r["seed"] for r in runs}) == len(runs)
+        assert len({r.seed for r in runs}) == len(runs)
 
 
 def test_the_seed_bound_counts_the_confirmation_trials(tmp_path: Path) -> None:
@@ -180,16 +180,16 @@ def test_a_resumed_study_continues_its_confirmation(tmp_path: Path) -> None:
     cfg = make_cfg(tmp_path, costs, **{"backend_options.time_scale": 0.002})
     first = planner(cfg, tmp_path / "run")
     # Ctrl-C once the first confirmation trial has ended: the second is mid-run
-    first.interrupted = lambda: any(r["phase"] == "confirm" and r["state"] == "reached" for r in first.rows)
+    first.interrupted = lambda: any(r.phase == "confirm" and r.state == "reached" for r in first.rows)
     with pytest.raises(KeyboardInterrupt):
         first.run()
-    cut = last_rows(read_rows(tmp_path / "run" / "ledger.jsonl"))
-    assert any(r["phase"] == "confirm" and r["state"] == "capped" and "Ctrl-C" in r["reason"] for r in cut.values())
+    cut = LedgerView.of(read_rows(tmp_path / "run" / "ledger.jsonl")).last
+    assert any(r.phase == "confirm" and r.state == "capped" and "Ctrl-C" in r.reason for r in cut.values())
     resumed = planner(cfg, tmp_path / "run")
     resumed.run()
     assert resumed.phase.log[0] == (Phase.CONFIRMATION, "") and resumed.phase.why.startswith("confirmation complete")
 
-    reached = {k: [r["seed"] for r in v if r["state"] == "reached"] for k, v in by_config(resumed.rows).items()}
+    reached = {k: [r.seed for r in v if r.state == "reached"] for k, v in by_config(resumed.rows).items()}
     assert reached == {A: [1, 5, 9], B: [2, 5, 9], C: [3], D: [4, 5, 9]}  # the interrupted one ran again on seed 5
     rec = summary.summarize(resumed.rows).recommendation
     assert rec is not None and rec.config.race_usd == (19.0, 20.0, 21.0)
@@ -202,4 +202,4 @@ def test_no_confirmation_when_nothing_reached(tmp_path: Path) -> None:
     p.run()
     assert p.phase.why == "no config reached the target in the search: nothing to confirm"
     assert [phase for phase, _ in p.phase.log] == [Phase.DRAINING, Phase.OVER]
-    assert all(r["phase"] == "search" for r in p.rows)
+    assert all(r.phase == "search" for r in p.rows)

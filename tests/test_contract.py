@@ -15,14 +15,11 @@ from sweep.contract import (
     TrialState,
     cap_reached,
     check_training_seed,
-    end_cause,
     end_state,
-    ended_by_study,
     panel_seeds,
-    stopped_by_cap,
 )
 from sweep.errors import ConfigError
-from sweep.ledger import TrialRows, end_label
+from sweep.ledger import Progress, TrialRows, end_label, read_rows
 
 #: Real end rows of committed ledgers written before causes were recorded (the last two with the reasons the
 #: planner wrote then for a budget stop and a dead driver), in this order.
@@ -32,20 +29,21 @@ OLD_CAUSES = ["reached", "cap", "race_cap", "pruned", "not_run", "study_end", "f
 
 
 def test_a_ledger_written_before_end_causes_is_read_with_each_trials_cause() -> None:
-    rows = [json.loads(line) for line in OLD.read_text().splitlines()]
-    assert all("cause" not in r for r in rows)
-    assert [end_cause(r).value for r in rows] == OLD_CAUSES
-    assert [stopped_by_cap(r) for r in rows] == [c in ("cap", "race_cap", "pruned") for c in OLD_CAUSES]
-    assert [ended_by_study(r) for r in rows] == [c in ("study_end", "driver_stopped") for c in OLD_CAUSES]
+    assert all("cause" not in json.loads(line) for line in OLD.read_text().splitlines())
+    rows = read_rows(OLD)
+    assert [r.cause.value for r in rows] == OLD_CAUSES
+    assert [r.censored for r in rows] == [c in ("cap", "race_cap", "pruned") for c in OLD_CAUSES]
+    assert [r.by_study for r in rows] == [c in ("study_end", "driver_stopped") for c in OLD_CAUSES]
     assert [end_label(r) for r in rows].count("not run") == 1
 
 
 def test_a_row_that_carries_its_cause_is_read_by_it_not_by_its_reason() -> None:
     rows = TrialRows("r", 3, {}, 1, 3600.0, "test")
-    row = rows.row(TrialState.CAPPED, {"billable_s": 5.0}, "worded however", EndCause.RACE_CAP).__dict__
-    assert row["cause"] == "race_cap" and json.loads(json.dumps(row))["state"] == "capped"
-    assert end_cause(row) is EndCause.RACE_CAP and stopped_by_cap(row) and not ended_by_study(row)
-    assert end_cause(rows.row(TrialState.RUNNING, {}).__dict__) is None
+    row = rows.row(TrialState.CAPPED, Progress(billable_s=5.0), "worded however", EndCause.RACE_CAP)
+    line = json.loads(row.to_json())
+    assert line["cause"] == "race_cap" and line["state"] == "capped"
+    assert row.cause is EndCause.RACE_CAP and row.censored and not row.by_study
+    assert rows.row(TrialState.RUNNING).cause is None
 
 
 def test_every_way_a_runner_ends_names_its_cause() -> None:

@@ -72,7 +72,10 @@ def test_a_package_that_raises_on_import_is_one_line_wherever_it_is_imported_fir
         folder = tmp_path / "run"
         with LedgerWriter(folder / "ledger.jsonl") as w:  # one trial's end: enough for a chart to be drawn
             params = {"num_envs": 64, "num_steps_per_env": 8}
-            w.append(Row("t", 0, "reached", params, 30, 15360, 12.0, {"sim": 12.0}, 3600.0, "x"))
+            price = {"price_usd_per_hour": 3600.0, "price_label": "x"}
+            end = Row(run_id="t", trial=0, state="reached", params=params, iteration=30, env_steps=15360,
+                      billable_s=12.0, phases_s={"sim": 12.0}, **price)  # fmt: skip
+            w.append(end)
         runs = [[sys.executable, "-m", "sweep.report", str(folder)]]
     else:
         runs = commands(tmp_path)

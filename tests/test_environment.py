@@ -126,11 +126,11 @@ def test_the_same_failure_in_a_row_stops_the_study_says_why_and_exits_non_zero(t
     proc = main_command(tmp_path, env, "knobs.num_envs=[32,64]", "knobs.num_steps_per_env=[8,16]", "search.initial=[]")
     assert proc.returncode == run_mod.EXIT_ALL_FAILED, proc.stderr[-2000:]
     run_dir = tmp_path / "reports" / "r"
-    from sweep.ledger import last_rows, read_rows
+    from sweep.ledger import LedgerView, read_rows
 
-    ends = last_rows(read_rows(run_dir / "ledger.jsonl"))
-    assert len(ends) == SAME_FAILURE_STOP and {r["state"] for r in ends.values()} == {"failed"}
-    reason = next(iter(ends.values()))["reason"]
+    ends = LedgerView(read_rows(run_dir / "ledger.jsonl")).last
+    assert len(ends) == SAME_FAILURE_STOP and {r.state for r in ends.values()} == {"failed"}
+    reason = next(iter(ends.values())).reason
     assert "flatbuffers" in reason
     assert f"{SAME_FAILURE_STOP} trials in a row failed the same way" in proc.stderr
     failures = [line for line in proc.stdout.splitlines() if line.startswith("failures:")]
@@ -141,11 +141,16 @@ def test_the_same_failure_in_a_row_stops_the_study_says_why_and_exits_non_zero(t
 
 
 def test_a_different_failure_or_any_other_end_resets_the_count() -> None:
+    from sweep.ledger import Row
+
+    def end(state: str, reason: str) -> Row:
+        return Row.of({"trial": 0, "state": state, "reason": reason, "billable_s": 1.0})
+
     streak = FailureStreak()
     for state, reason in [("failed", "A"), ("failed", "A"), ("reached", ""), ("failed", "A"), ("failed", "B")]:
-        assert streak.note({"state": state, "reason": reason}) is None
+        assert streak.note(end(state, reason)) is None
     assert streak.reasons == ["B"]
     for _ in range(SAME_FAILURE_STOP - 2):
-        assert streak.note({"state": "failed", "reason": "B"}) is None
-    stop = streak.note({"state": "failed", "reason": "B"})
+        assert streak.note(end("failed", "B")) is None
+    stop = streak.note(end("failed", "B"))
     assert stop == f"{SAME_FAILURE_STOP} trials in a row failed the same way (B)"

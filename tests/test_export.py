@@ -15,7 +15,7 @@ import yaml
 
 from sweep.backends.replay import replay_trial
 from sweep.contract import TrialConfig
-from sweep.ledger import LedgerWriter, last_rows, read_rows
+from sweep.ledger import LedgerView, LedgerWriter, Row, read_rows
 from sweep.params import trial_params
 from sweep.report import export
 from tests.helpers import run_module
@@ -77,7 +77,7 @@ def test_the_agent_section_carries_the_flags_that_act_through_it() -> None:
 
 def test_a_folder_without_its_study_reads_the_config_back_from_the_ledger_mode_included() -> None:
     cfg = TrialConfig(num_envs=64, num_steps_per_env=8, mode="stock", seed=3, flags={"fused_optimizer": True})
-    back = export._config_from_params({"params": trial_params(cfg), "seed": 3})
+    back = export._config_from_params(Row.of({"trial": 0, "state": "reached", "params": trial_params(cfg), "seed": 3}))
     assert back.mode == "stock" and back.seed == 3 and trial_params(back) == trial_params(cfg)
 
 
@@ -85,16 +85,18 @@ def test_no_yaml_when_nothing_reached(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     with LedgerWriter(run_dir / "ledger.jsonl") as w:
         w.append(
-            {
-                "trial": 0,
-                "state": "failed",
-                "billable_s": 1.0,
-                "price_usd_per_hour": 1.0,
-                "params": {},
-                "phases_s": {},
-                "env_steps": 0,
-                "reason": "x",
-            }
+            Row.of(
+                {
+                    "trial": 0,
+                    "state": "failed",
+                    "billable_s": 1.0,
+                    "price_usd_per_hour": 1.0,
+                    "params": {},
+                    "phases_s": {},
+                    "env_steps": 0,
+                    "reason": "x",
+                }
+            )
         )
     assert export.write(run_dir) is None
 
@@ -110,16 +112,16 @@ def trained_batch(alg) -> tuple[torch.Tensor, torch.Tensor]:
 def test_recommended_points_to_the_checkpoint_that_reached_the_target(reached_run) -> None:
     run_dir, _ = reached_run
     doc = yaml.safe_load(export.write(run_dir).read_text())
-    end = last_rows(read_rows(run_dir / "ledger.jsonl"))[3]
-    assert end["state"] == "reached" and end["checkpoint"] == "trials/0003/checkpoint.pt"
+    end = LedgerView(read_rows(run_dir / "ledger.jsonl")).last[3]
+    assert end.state == "reached" and end.checkpoint == "trials/0003/checkpoint.pt"
     ckpt = doc["checkpoint"]
-    assert ckpt["path"] == end["checkpoint"] and (run_dir / ckpt["path"]).is_file()
-    assert ckpt["held_out_success"] == end["success"] >= 0.05
-    assert ckpt["success_ci95"] == [end["success_lo"], end["success_hi"]] and ckpt["iteration"] == end["iteration"]
+    assert ckpt["path"] == end.checkpoint and (run_dir / ckpt["path"]).is_file()
+    assert ckpt["held_out_success"] == end.success >= 0.05
+    assert ckpt["success_ci95"] == [end.success_lo, end.success_hi] and ckpt["iteration"] == end.iteration
     meta = json.loads((run_dir / "trials" / "0003" / "checkpoint.json").read_text())
     assert meta["reached"] and meta["trial"] == 3
     for key in ("iteration", "env_steps", "success", "success_lo", "success_hi"):  # the row it belongs to
-        assert meta[key] == end[key], key
+        assert meta[key] == getattr(end, key), key
 
 
 def test_the_exported_torchscript_acts_as_the_trained_policy(reached_run) -> None:
@@ -171,8 +173,8 @@ def one_error_line(proc) -> str:
 def test_exporting_a_run_where_no_trial_reached_is_one_line(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     with LedgerWriter(run_dir / "ledger.jsonl") as w:
-        w.append({"trial": 0, "state": "capped", "billable_s": 1.0, "price_usd_per_hour": 1.0, "params": {},
-                  "phases_s": {}, "env_steps": 0, "reason": "x"})  # fmt: skip
+        w.append(Row.of({"trial": 0, "state": "capped", "billable_s": 1.0, "price_usd_per_hour": 1.0, "params": {},
+                         "phases_s": {}, "env_steps": 0, "reason": "x"}))  # fmt: skip
     assert "no trial reached the target" in one_error_line(run_module("sweep.export", str(run_dir), cwd=tmp_path))
     assert "no ledger.jsonl" in one_error_line(run_module("sweep.export", str(tmp_path / "nowhere"), cwd=tmp_path))
 

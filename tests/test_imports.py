@@ -100,6 +100,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("sweep.params", "sweep.ledger"),
     ("sweep.perf", "sweep.checkpoints", "sweep.prices", "sweep.cli", "sweep.runlock"),  # sweep.perf: the catalog
     ("sweep.contract",),
+    ("sweep.record",),  # the ledger's row, its reader and writer: what crosses every boundary
     ("sweep.faults", "sweep.stops", "sweep.deps"),  # kill points, stop signals, the dependency check
     ("sweep.errors",),
 ]
@@ -141,4 +142,4 @@ def test_the_contract_is_a_leaf_without_torch() -> None:
 
     code = "import sys, sweep.contract; print(sorted(m for m in sys.modules if m.startswith(('sweep', 'torch'))))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert loaded.strip() == "['sweep', 'sweep.contract', 'sweep.errors']", loaded
+    assert loaded.strip() == "['sweep', 'sweep.contract', 'sweep.errors', 'sweep.record']", loaded

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import pytest
 
+from sweep.ledger import Row
 from sweep.params import TrialParams
 from sweep.planner import leader
 
 PRICE = 3600.0  # $1 per billable second
 
 
-def end(trial: int, envs: int, cost_s: float, state: str = "reached", **extra) -> dict:
+def end(trial: int, envs: int, cost_s: float, state: str = "reached", **extra) -> Row:
     """A search trial's end row of the config ``envs`` x 8 that took ``cost_s`` billable seconds."""
     params = {"num_envs": envs, "num_steps_per_env": 8, "num_mini_batches": 4}
     row = {"trial": trial, "state": state, "params": params, "phase": "search", "seed": trial + 1, "reason": ""}
     figures = {"billable_s": cost_s, "phases_s": {"sim": cost_s}, "env_steps": 1000, "price_usd_per_hour": PRICE}
-    return {**row, **figures, **extra}
+    return Row.of({**row, **figures, **extra})
 
 
 def test_the_leader_is_the_lowest_mean_over_seeds_not_the_luckiest_seed() -> None:
@@ -28,7 +29,7 @@ def test_the_leader_is_the_lowest_mean_over_seeds_not_the_luckiest_seed() -> Non
 
 def test_the_leader_runs_again_until_it_has_intensify_trials() -> None:
     rows = [end(0, 64, 10.0), end(1, 128, 13.0)]
-    key = TrialParams.identity(rows[0]["params"])
+    key = TrialParams.identity(rows[0].params)
     assert leader.due(rows, 1, [], True) is None
     assert leader.due(rows, 2, [], True).key == key
     assert leader.due(rows, 2, [key], True) is None  # it runs already

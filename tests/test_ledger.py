@@ -11,7 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from sweep.ledger import PHASES, LedgerWriter, PhaseClock, Row, bottleneck, frame, last_rows, metrics, read_rows, repair
+from sweep.ledger import (
+    PHASES,
+    LedgerView,
+    LedgerWriter,
+    PhaseClock,
+    Row,
+    bottleneck,
+    frame,
+    metrics,
+    read_rows,
+    repair,
+)
 
 
 def make_row(**kw) -> Row:
@@ -40,17 +51,17 @@ def test_same_denominator_rule() -> None:
         phases={"startup": 5, "compile": 10, "sim": 20, "policy": 6, "learn": 4, "eval": 30, "log": 1, "checkpoint": 2},
     )
     m = metrics(row)
-    assert m["training_s"] == pytest.approx(30.0)  # sim + policy + learn only
-    assert m["throughput_sps"] == pytest.approx(400.0)  # 12000 steps / 30 training s, not / 78 billable s
-    assert m["wall_to_target_s"] == pytest.approx(78.0)  # every billable phase
-    assert m["usd_to_target"] == pytest.approx(78.0 * 3.6 / 3600)  # all billable seconds x price
+    assert m.training_s == pytest.approx(30.0)  # sim + policy + learn only
+    assert m.throughput_sps == pytest.approx(400.0)  # 12000 steps / 30 training s, not / 78 billable s
+    assert m.wall_to_target_s == pytest.approx(78.0)  # every billable phase
+    assert m.usd_to_target == pytest.approx(78.0 * 3.6 / 3600)  # all billable seconds x price
 
 
 def test_unreached_trials_have_cost_but_no_cost_to_target() -> None:
     for state in ("running", "pruned", "failed", "capped"):
         m = metrics(make_row(state=state, phases={"sim": 100.0}))
-        assert m["usd"] == pytest.approx(100 * 3.6 / 3600)
-        assert m["usd_to_target"] is None and m["wall_to_target_s"] is None
+        assert m.usd == pytest.approx(100 * 3.6 / 3600)
+        assert m.usd_to_target is None and m.wall_to_target_s is None
 
 
 def test_bottleneck_labels() -> None:
@@ -80,7 +91,7 @@ def test_rows_round_trip_and_frame(tmp_path: Path) -> None:
         w.append(make_row(trial=1, state="failed", reason="boom", phases={"sim": 3.0}))
     rows = read_rows(path)
     assert len(rows) == 3
-    assert {t: r["state"] for t, r in last_rows(rows).items()} == {0: "reached", 1: "failed"}
+    assert {t: r.state for t, r in LedgerView(rows).last.items()} == {0: "reached", 1: "failed"}
     df = frame(rows)
     assert list(df["usd"]) == pytest.approx([1 * 3.6 / 3600, 2 * 3.6 / 3600, 3 * 3.6 / 3600])
     assert "p.num_envs" in df.columns
@@ -93,13 +104,13 @@ def test_a_torn_line_is_repaired_once_said_in_one_line_and_no_row_is_lost(tmp_pa
     torn = make_row(trial=1).to_json()[:40]
     with open(path, "a") as f:
         f.write(torn)  # power cut mid-line
-    assert [r["trial"] for r in read_rows(path)] == [0]  # reading skips it and says nothing
+    assert [r.trial for r in read_rows(path)] == [0]  # reading skips it and says nothing
     assert capsys.readouterr().err == ""
     with LedgerWriter(path) as w:  # the next writer (a resume) repairs, then appends on a fresh line
         w.append(make_row(trial=2))
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "moved 1 torn line(s) (line 2" in err and "ledger.jsonl.torn" in err
-    assert [r["trial"] for r in read_rows(path)] == [0, 2]
+    assert [r.trial for r in read_rows(path)] == [0, 2]
     assert (tmp_path / "ledger.jsonl.torn").read_text() == torn + "\n"  # kept aside, not deleted
     assert repair(path) is None  # repaired once: later reads and writers are silent
     with LedgerWriter(path):
@@ -114,13 +125,13 @@ def test_rows_survive_a_killed_writer(tmp_path: Path) -> None:
         f"""
         import json, os, signal, sys
         sys.path.insert(0, {str(Path(__file__).parents[1])!r})
-        from sweep.ledger import LedgerWriter
+        from sweep.ledger import LedgerWriter, Row
         w = LedgerWriter({str(path)!r})
         for i in range(5):
-            w.append(json.loads({json.dumps(make_row().to_json())}) | {{"trial": i}})
+            w.append(Row.of(json.loads({json.dumps(make_row().to_json())}) | {{"trial": i}}))
         os.kill(os.getpid(), signal.SIGKILL)
         """
     )
     proc = subprocess.run([sys.executable, "-c", script], check=False)
     assert proc.returncode == -9
-    assert [r["trial"] for r in read_rows(path)] == [0, 1, 2, 3, 4]
+    assert [r.trial for r in read_rows(path)] == [0, 1, 2, 3, 4]

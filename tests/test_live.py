@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import io
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from sweep.analysis.summary import describe_params
-from sweep.ledger import last_rows, metrics
+from sweep.contract import TrialConfig
+from sweep.ledger import Row, metrics
 from sweep.planner.status import Best, Status, TrialStatus, best_so_far, trial_status
 from sweep.report import live
 from tests.test_confirm import LUCKY, make_cfg
@@ -111,36 +113,45 @@ def test_the_planner_status_follows_its_ledger_rows(tmp_path: Path) -> None:
     p.run()
     running = [t for s in seen for t in s.running]
     assert any(t.iteration > 0 for t in running), "no status showed a trial under way"
-    rows = {(r["trial"], r["iteration"]): r for r in p.rows if r["state"] == "running"}
+    rows = {(r.trial, r.iteration): r for r in p.rows if r.state == "running"}
     for t in running:
         assert t.cap_usd == pytest.approx(50.0) and t.phase == "search"
         if t.iteration == 0:
             assert (t.usd, t.success) == (0.0, None)
             continue
         row = rows[(t.trial, t.iteration)]
-        assert t.usd == pytest.approx(metrics(row)["usd"]) and t.env_steps == row["env_steps"]
-        assert t.config == describe_params(row["params"]) and t.seed == row["seed"]
+        assert t.usd == pytest.approx(metrics(row).usd) and t.env_steps == row.env_steps
+        assert t.config == describe_params(row.params) and t.seed == row.seed
     assert all(type(state) is str for s in seen for state in s.states)  # 'reached', never 'TrialState.REACHED'
     assert "reached" in live.plain_line(seen[-1]) and "TrialState" not in live.plain_line(seen[-1])
     final = seen[-1]
-    assert not final.running and final.spent_usd == pytest.approx(
-        sum(metrics(r)["usd"] for r in last_rows(p.rows).values())
-    )
-    reached = {t: metrics(r)["race_usd_to_target"] for t, r in last_rows(p.rows).items() if r["state"] == "reached"}
+    assert not final.running and final.spent_usd == pytest.approx(sum(metrics(r).usd for r in p.rows.last.values()))
+    reached = {t: metrics(r).race_usd_to_target for t, r in p.rows.last.items() if r.state == "reached"}
     assert final.best is not None and final.best.usd == pytest.approx(min(reached.values()))
     assert reached[final.best.trial] == pytest.approx(final.best.usd)
 
 
 def test_a_running_trial_before_its_first_row_and_after_a_stopped_pass() -> None:
-    config = {"seed": 4, "phase": "confirm", "baseline": True, "cap_s": 36.0, "race_cap_s": None}
+    config = TrialConfig(seed=4, phase="confirm", baseline=True, cap_s=36.0, race_cap_s=None)
     params = {"num_envs": 64, "num_steps_per_env": 8, "num_mini_batches": 4}
     fresh = trial_status(7, config, params, [], 3600.0)
     assert (fresh.iteration, fresh.usd, fresh.cap_usd, fresh.race_cap_usd, fresh.success) == (0, 0.0, 36.0, None, None)
     assert fresh.baseline and fresh.phase == "confirm" and fresh.seed == 4
-    row = {"trial": 7, "state": "running", "params": params, "billable_s": 9.0, "price_usd_per_hour": 3600.0}
-    row.update(iteration=5, env_steps=2560, phases_s={"compile": 2.0, "sim": 7.0}, success=None, success_max=0.4)
+    row = Row(
+        run_id="r",
+        trial=7,
+        state="running",
+        params=params,
+        billable_s=9.0,
+        price_usd_per_hour=3600.0,
+        price_label="t",
+        iteration=5,
+        env_steps=2560,
+        phases_s={"compile": 2.0, "sim": 7.0},
+        success_max=0.4,
+    )
     later = trial_status(
-        7, {**config, "race_cap_s": 10.0}, params, [row, {**row, "iteration": 6, "success_max": None}], 3600.0
+        7, replace(config, race_cap_s=10.0), params, [row, replace(row, iteration=6, success_max=None)], 3600.0
     )
     assert (later.iteration, later.usd, later.race_usd, later.race_cap_usd) == (6, 9.0, 7.0, 10.0)
     assert later.success is None and later.success_max == 0.4  # the latest pass that said anything

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from sweep.ledger import Row
 from tests.helpers import benchmark
+
+
+def typed(lines: list[dict]) -> list[Row]:
+    """Ledger lines as the ledger's reader reads them."""
+    return [Row.of(line) for line in lines]
 
 
 def row(trial: int, state: str, eval_s: float) -> dict:
@@ -20,7 +26,7 @@ def test_a_reached_trials_last_pass_is_told_from_its_other_passes() -> None:
         row(0, "reached", 2.5),  # the end row repeats the last checkpoint's phases
         row(1, "capped", 1.25),  # the cap's pass: not a reached trial's
     ]
-    last_reached, others = benchmark("overhead_shares").pass_seconds(rows)
+    last_reached, others = benchmark("overhead_shares").pass_seconds(typed(rows))
     assert last_reached == 1.5
     assert others == 1.0 + 0.5 + 0.75
 
@@ -48,6 +54,7 @@ def test_the_first_trials_bill_and_each_sizes_rounds_come_from_the_rows() -> Non
         ledger_row(2, "failed", 0, {"learn": 0.1}, 0.1, envs=1024),  # ended before an iteration: left out
     ]
     # one-time s, training s up to the first checkpoint, training s, billable s
+    rows = typed(rows)
     assert shares.first_trial(rows) == (30.0, 6.0, 12.0, 43.5)
     sizes = shares.by_size(rows, eval_every_steps=240)  # 10 iterations of 24 steps per round
     assert sizes[4096] == {
@@ -86,7 +93,7 @@ def test_trials_with_a_flag_are_counted_with_the_reasons_of_those_that_failed() 
             "params": {"flags.cuda_graph_update": True},
         },
     ]
-    assert benchmark("overhead_shares").flag_trials(rows, "cuda_graph_update") == (2, ["CUDA error"])
+    assert benchmark("overhead_shares").flag_trials(typed(rows), "cuda_graph_update") == (2, ["CUDA error"])
 
 
 def test_passes_at_every_other_due_checkpoint_are_estimated_with_the_look_back_and_the_extra_round() -> None:
@@ -103,7 +110,7 @@ def test_passes_at_every_other_due_checkpoint_are_estimated_with_the_look_back_a
         *rows_of(1, "reached", [1.0, 2.5]),  # the 2nd reached but is skipped: one more round, its pass, a look back
         *rows_of(2, "capped", [1.0, 2.0, 3.0, 4.0]),  # the 2nd is skipped; the cap's (4th) always runs
     ]
-    e = benchmark("overhead_shares").every_other(rows)
+    e = benchmark("overhead_shares").every_other(typed(rows))
     assert (e.passes, e.new_passes, e.extra_rounds) == (9, 3 + 3 + 3, 1)
     assert e.eval_s == 3.5 + 2.5 + 4.0
     assert e.new_eval_s == 3.5 + (1.0 + 1.5 + 1.5) + (4.0 - 1.0)
@@ -124,5 +131,6 @@ def test_the_answer_is_taken_a_checkpoint_and_other_a_round() -> None:
         at(0, "reached", 0.012, 0.031),  # its second answer, 7 ms, before its end row: not a round
         at(1, "capped", 0.004, 0.022),
     ]
+    rows = typed(rows)
     assert shares.rises_ms(rows, "answer", to_checkpoint=False) == pytest.approx([5.0, 7.0, 4.0])
     assert shares.rises_ms(rows, "other", to_checkpoint=True) == pytest.approx([20.0])

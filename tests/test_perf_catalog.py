@@ -27,3 +27,14 @@ def test_the_page_has_one_row_per_flag_with_its_default_and_where_it_acts() -> N
 def test_python_m_sweep_perf_prints_the_page() -> None:
     out = subprocess.run([sys.executable, "-m", "sweep.perf"], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout == markdown() and out.stderr == ""
+
+
+def test_each_flag_is_written_once_and_its_role_read_from_it() -> None:
+    import dataclasses
+
+    from sweep.perf import BACKEND_FLAGS, UPDATE_FLAGS, Flags
+
+    assert list(CATALOG) == [f.name for f in dataclasses.fields(Flags)]  # the catalog is read from the fields
+    assert UPDATE_FLAGS == ("fused_optimizer", "fast_finite_check", "lazy_loss_readout", "critic_chunk",
+                            "cuda_graph_update")  # fmt: skip
+    assert BACKEND_FLAGS == ("buffer_donation",)

@@ -13,7 +13,7 @@ from sweep import checkpoints, config
 from sweep.config import validation
 from sweep.errors import ConfigError
 from sweep.execution.inline import InlinePool
-from sweep.ledger import LedgerWriter, Row, last_rows, read_rows
+from sweep.ledger import LedgerView, LedgerWriter, Row, read_rows
 from sweep.planner import leader, searchers, space, study_store
 from sweep.planner.loop import Planner
 from sweep.planner.phase import Phase
@@ -57,6 +57,13 @@ def seeded_cfg(tmp_path: Path, costs: dict[tuple[int, int], dict[int, float]], *
 LUCKY_FIRST = {(64, 8): {1: 10.0, 3: 30.0}, (128, 8): {2: 13.0, 4: 14.0}}
 
 
+def ledger_row(trial: int, state: str, params: dict, iteration: int, env_steps: int, billable_s: float, **kw) -> Row:
+    """A row of run 't' at $3600/hour, its seconds all simulation."""
+    phases = {"sim": billable_s}
+    return Row(run_id="t", trial=trial, state=state, params=params, iteration=iteration, env_steps=env_steps,
+               billable_s=billable_s, phases_s=phases, price_usd_per_hour=3600.0, price_label="x", **kw)  # fmt: skip
+
+
 def planner(cfg: config.RunConfig, run_dir: Path, pool=None) -> Planner:
     run_dir.mkdir(parents=True, exist_ok=True)
     return Planner(cfg, run_dir, pool or inline_pool(), PRICE, "recorded", 0.02, poll_s=0.001)
@@ -65,12 +72,12 @@ def planner(cfg: config.RunConfig, run_dir: Path, pool=None) -> Planner:
 def test_the_trial_limit_lets_running_trials_finish(tmp_path: Path) -> None:
     p = planner(make_cfg(tmp_path, **{"budget.max_trials": 3, "search.prune": False}), tmp_path / "run", inline_pool(2))
     p.run()
-    ends = last_rows(p.rows)
+    ends = p.rows.last
     assert len(ends) == 3 and p.phase.log == [
         (Phase.DRAINING, "trial limit (3) reached"),
         (Phase.OVER, "trial limit (3) reached"),
     ]
-    assert not any("stopped by the planner" in r["reason"] for r in ends.values()), ends
+    assert not any("stopped by the planner" in r.reason for r in ends.values()), ends
 
 
 def test_every_feasible_config_runs_once_then_the_study_ends(tmp_path: Path) -> None:
@@ -79,8 +86,8 @@ def test_every_feasible_config_runs_once_then_the_study_ends(tmp_path: Path) -> 
     p = Planner(cfg, tmp_path / "run", inline_pool(), PRICE, "recorded", 0.25, poll_s=0.001)
     (tmp_path / "run").mkdir(exist_ok=True)
     p.run()
-    ran = [r for r in last_rows(p.rows).values() if r["billable_s"] > 0]
-    keys = [(r["params"]["num_envs"], r["params"]["num_steps_per_env"]) for r in ran]
+    ran = [r for r in p.rows.last.values() if r.billable_s > 0]
+    keys = [(r.params["num_envs"], r.params["num_steps_per_env"]) for r in ran]
     assert sorted(keys) == [(64, 8), (128, 8)] and p.phase.why == "every feasible config tried (2)"
 
 
@@ -90,28 +97,15 @@ def test_a_config_whose_trial_died_with_the_driver_runs_again_on_resume(tmp_path
     run_dir = tmp_path / "run"
     run_dir.mkdir(parents=True)
     study_store.open_study(run_dir, searchers.build(cfg)).ask()
-    last = Row(
-        "t",
-        0,
-        "running",
-        {"num_envs": 64, "num_steps_per_env": 8, "num_mini_batches": 4},
-        10,
-        5120,
-        2.0,
-        {"sim": 2.0},
-        3600.0,
-        "x",
-    )
+    last = ledger_row(0, "running", {"num_envs": 64, "num_steps_per_env": 8, "num_mini_batches": 4}, 10, 5120, 2.0)
     with LedgerWriter(run_dir / "ledger.jsonl") as w:
         w.append(last)
     p = Planner(cfg, run_dir, inline_pool(), PRICE, "recorded", 0.25, poll_s=0.001)
     p.run()
-    ends = last_rows(p.rows)
-    assert ends[0]["state"] == "failed" and ends[0]["reason"].startswith("driver stopped")
+    ends = p.rows.last
+    assert ends[0].state == "failed" and ends[0].reason.startswith("driver stopped")
     ran = sorted(
-        (r["params"]["num_envs"], r["params"]["num_steps_per_env"])
-        for t, r in ends.items()
-        if t > 0 and r["billable_s"] > 0
+        (r.params["num_envs"], r.params["num_steps_per_env"]) for t, r in ends.items() if t > 0 and r.billable_s > 0
     )
     assert ran == [(64, 8), (128, 8)] and p.phase.why == "every feasible config tried (2)"
 
@@ -128,7 +122,7 @@ def test_resume_keeps_an_end_that_reached_the_ledger_before_the_crash(tmp_path: 
     run_dir.mkdir(parents=True)
     study_store.open_study(run_dir, searchers.build(cfg)).ask()
     # The driver died after the trial's end row was fsynced but before Optuna was told: RUNNING there.
-    end = Row("t", 0, "reached", {"num_envs": 64, "num_steps_per_env": 8}, 30, 15360, 12.0, {"sim": 12.0}, 3600.0, "x")
+    end = ledger_row(0, "reached", {"num_envs": 64, "num_steps_per_env": 8}, 30, 15360, 12.0)
     with LedgerWriter(run_dir / "ledger.jsonl") as w:
         w.append(end)
     before = read_rows(run_dir / "ledger.jsonl")
@@ -145,13 +139,12 @@ def test_a_trial_the_planner_closes_drops_its_checkpoint_when_only_reached_ones_
     study_store.open_study(run_dir, searchers.build(cfg)).ask()
     # The driver died while trial 0 ran: its last row named the checkpoint it had written
     rel = checkpoints.save({"actor_state_dict": {}}, {"iteration": 30}, run_dir, 0)
-    last = Row("t", 0, "running", {"num_envs": 64, "num_steps_per_env": 8}, 30, 15360, 12.0, {"sim": 12.0}, 3600.0, "x")
-    last.checkpoint = rel
+    last = ledger_row(0, "running", {"num_envs": 64, "num_steps_per_env": 8}, 30, 15360, 12.0, checkpoint=rel)
     with LedgerWriter(run_dir / "ledger.jsonl") as w:
         w.append(last)
     planner(cfg, run_dir).run()
     end = read_rows(run_dir / "ledger.jsonl")[-1]
-    assert end["state"] == "failed" and end["checkpoint"] == "" and not (run_dir / rel).exists()
+    assert end.state == "failed" and end.checkpoint == "" and not (run_dir / rel).exists()
 
 
 def test_a_trial_that_died_before_its_first_row_is_billed_to_the_drivers_last_heartbeat(tmp_path: Path) -> None:
@@ -166,8 +159,8 @@ def test_a_trial_that_died_before_its_first_row_is_billed_to_the_drivers_last_he
     os.utime(run_dir / "heartbeat", (beat, beat))  # the driver lived 30 s more
     planner(cfg, run_dir).run()
     rows = read_rows(run_dir / "ledger.jsonl")
-    assert [r["state"] for r in rows] == ["failed"]
-    assert rows[0]["billable_s"] == pytest.approx(30.0, abs=2.0) and "first checkpoint" in rows[0]["reason"]
+    assert [r.state for r in rows] == ["failed"]
+    assert rows[0].billable_s == pytest.approx(30.0, abs=2.0) and "first checkpoint" in rows[0].reason
 
 
 def test_a_trial_the_dead_driver_asked_but_never_sent_is_closed_at_no_cost(tmp_path: Path) -> None:
@@ -179,7 +172,7 @@ def test_a_trial_the_dead_driver_asked_but_never_sent_is_closed_at_no_cost(tmp_p
     os.utime(run_dir / "heartbeat", (time.time() + 30.0,) * 2)
     planner(cfg, run_dir).run()
     (end,) = read_rows(run_dir / "ledger.jsonl")
-    assert (end["state"], end["cause"], end["billable_s"]) == ("failed", "driver_stopped", 0.0)
+    assert (end.state, end.cause, end.billable_s) == ("failed", "driver_stopped", 0.0)
     study = optuna.load_study(study_name="sweep", storage=f"sqlite:///{run_dir / 'study.db'}")
     assert study.trials[0].state == optuna.trial.TrialState.FAIL and study.trials[0].user_attrs["state"] == "failed"
 
@@ -194,10 +187,10 @@ def test_a_ctrl_c_that_never_reached_the_loop_still_stops_and_bills(tmp_path: Pa
     p.interrupted = lambda: p.accounts.spent_usd() > 0  # set once the first row is in: the trial is mid-run
     with pytest.raises(KeyboardInterrupt):
         p.run()
-    ends = last_rows(read_rows(run_dir / "ledger.jsonl"))
+    ends = LedgerView.of(read_rows(run_dir / "ledger.jsonl")).last
     assert len(ends) == 1
     (end,) = ends.values()
-    assert end["state"] == "capped" and "Ctrl-C" in end["reason"] and end["billable_s"] > 0
+    assert end.state == "capped" and "Ctrl-C" in end.reason and end.billable_s > 0
 
 
 @pytest.mark.parametrize("slack", [1.0, 1.5])
@@ -207,14 +200,14 @@ def test_race_slack_lets_a_trial_run_past_a_lucky_best_seed(tmp_path: Path, slac
     )
     p = planner(cfg, tmp_path / "run")
     p.run()
-    ends = last_rows(p.rows)
+    ends = p.rows.last
     # the second trial is raced against 10 s x the slack: 30% worse than the best seed is inside 1.5x, not 1x (at 1x
     # its curve is pruned, or capped at 10 s)
-    assert ends[0]["state"] == "reached"
+    assert ends[0].state == "reached"
     if slack == 1.0:
-        assert ends[1]["state"] in ("pruned", "capped") and ends[1]["billable_s"] <= 10.0, ends[1]
+        assert ends[1].state in ("pruned", "capped") and ends[1].billable_s <= 10.0, ends[1]
     else:
-        assert ends[1]["state"] == "reached" and ends[1]["billable_s"] == pytest.approx(13.0), ends[1]
+        assert ends[1].state == "reached" and ends[1].billable_s == pytest.approx(13.0), ends[1]
 
 
 def test_a_finalists_confirmation_seeds_replay_recordings_its_search_seed_did_not(tmp_path: Path) -> None:
@@ -223,8 +216,8 @@ def test_a_finalists_confirmation_seeds_replay_recordings_its_search_seed_did_no
     cfg = seeded_cfg(tmp_path, costs, **{"budget.max_trials": 2, "search.prune": False, "confirm": confirm})
     p = planner(cfg, tmp_path / "run")
     p.run()
-    ends = last_rows(p.rows).values()
-    runs = [(r["phase"], r["seed"], r["billable_s"]) for r in ends if r["params"]["num_envs"] == 64]
+    ends = p.rows.last.values()
+    runs = [(r.phase, r.seed, r.billable_s) for r in ends if r.params["num_envs"] == 64]
     # the replay reads the study's ledger (the pool passes the run folder): the finalist's confirmation seed (3)
     # replays a recording its search seed (1) did not; without the ledger 3 % 3 would replay seed 1's again
     assert [(phase, s) for phase, _, s in runs] == [("search", 20.0), ("confirm", 10.0)], runs
@@ -238,7 +231,7 @@ def test_intensify_runs_a_new_leader_again_before_the_search_goes_on(
     cfg = seeded_cfg(tmp_path, LUCKY_FIRST, **over)
     p = planner(cfg, tmp_path / "run")
     p.run()
-    runs = [(r["params"]["num_envs"], r["seed"], r["billable_s"]) for r in last_rows(p.rows).values()]
+    runs = [(r.params["num_envs"], r.seed, r.billable_s) for r in p.rows.last.values()]
     if intensify == 1:  # each config once, then every feasible config has been tried
         assert runs == [(64, 1, 10.0), (128, 2, 13.0)] and p.phase.why == "every feasible config tried (2)"
         return
@@ -260,6 +253,6 @@ def test_intensify_leaves_the_baseline_to_the_confirmation(tmp_path: Path) -> No
     )
     p = planner(cfg, tmp_path / "run")
     p.run()
-    search = [(r["params"]["num_envs"], r["seed"]) for r in last_rows(p.rows).values() if r["phase"] == "search"]
+    search = [(r.params["num_envs"], r.seed) for r in p.rows.last.values() if r.phase == "search"]
     # 64, the baseline, leads the search but is not run again there: the confirmation gives it its seeds
     assert search == [(64, 1), (128, 2)] and leader.leader(p.rows).baseline, search

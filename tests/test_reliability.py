@@ -22,7 +22,7 @@ import yaml
 from sweep import runlock
 from sweep.backends.mjx.locomotion import MjxLocomotion
 from sweep.contract import CONTINUE
-from sweep.ledger import last_rows, metrics, read_rows
+from sweep.ledger import LedgerView, metrics, read_rows
 from sweep.planner.study_store import started
 from sweep.trial.runner import run_trial
 from tests.helpers import tiny_trial
@@ -74,7 +74,7 @@ def test_killed_worker_fails_its_trial_and_the_study_goes_on(tmp_path: Path) -> 
     out = tmp_path / "reports"
     proc = start(slow_space(tmp_path), "w", out)
     ledger = out / "w" / "ledger.jsonl"
-    wait_rows(ledger, lambda rows: sum(r["state"] == "running" for r in rows) >= 3)
+    wait_rows(ledger, lambda rows: sum(r.state == "running" for r in rows) >= 3)
     pids = subprocess.run(["pgrep", "-f", "ray::TrialWorker"], capture_output=True, text=True).stdout.split()
     assert pids, "no worker process found"
     os.kill(int(pids[0]), signal.SIGKILL)
@@ -82,13 +82,13 @@ def test_killed_worker_fails_its_trial_and_the_study_goes_on(tmp_path: Path) -> 
     assert proc.returncode == 0, err
     assert "raylet" not in err.lower() and "worker died" not in err.lower(), err  # the ledger has the reason
     rows = read_rows(ledger)
-    ends = last_rows(rows)
-    lost = [r for r in ends.values() if r["state"] == "failed" and "worker lost" in r["reason"]]
+    ends = LedgerView.of(rows).last
+    lost = [r for r in ends.values() if r.state == "failed" and "worker lost" in r.reason]
     assert len(lost) == 1
-    before = [r for r in rows if r["trial"] == lost[0]["trial"] and r["state"] == "running"]
-    assert lost[0]["billable_s"] >= before[-1]["billable_s"]  # spend up to the last row, plus the time to notice
-    assert any(t > lost[0]["trial"] for t in ends), "the study stopped after the worker died"
-    assert sum(metrics(r)["usd"] for r in ends.values()) <= 400.0
+    before = [r for r in rows if r.trial == lost[0].trial and r.state == "running"]
+    assert lost[0].billable_s >= before[-1].billable_s  # spend up to the last row, plus the time to notice
+    assert any(t > lost[0].trial for t in ends), "the study stopped after the worker died"
+    assert sum(metrics(r).usd for r in ends.values()) <= 400.0
     assert len(study(out / "w").trials) == len(ends)
 
 
@@ -96,15 +96,15 @@ def test_killed_driver_then_resume_loses_and_duplicates_nothing(tmp_path: Path) 
     out = tmp_path / "reports"
     proc = start(slow_space(tmp_path), "d", out)
     ledger = out / "d" / "ledger.jsonl"
-    wait_rows(ledger, lambda rows: sum(r["state"] == "running" for r in rows) >= 4)
+    wait_rows(ledger, lambda rows: sum(r.state == "running" for r in rows) >= 4)
     os.killpg(proc.pid, signal.SIGKILL)  # the driver and every process it started
     proc.wait()
     before = read_rows(ledger)
-    spent_before = sum(metrics(r)["usd"] for r in last_rows(before).values())
+    spent_before = sum(metrics(r).usd for r in LedgerView.of(before).last.values())
     dead = runlock.read(out / "d" / runlock.LOCK_FILE)  # the killed driver's lock, its last heartbeat inside
     assert dead is not None and dead.pid == proc.pid
     alive = max(  # the run's last sign of life: a row, a trial start or the driver's heartbeat
-        [r["wall_time"] for r in before]
+        [r.wall_time for r in before]
         + [t.datetime_start.timestamp() for t in study(out / "d").trials if t.datetime_start]
         + [dead.beat]
     )
@@ -112,18 +112,18 @@ def test_killed_driver_then_resume_loses_and_duplicates_nothing(tmp_path: Path) 
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     after = read_rows(ledger)
     assert after[: len(before)] == before
-    keys = [(r["trial"], r["iteration"], r["state"]) for r in after]
+    keys = [(r.trial, r.iteration, r.state) for r in after]
     assert len(keys) == len(set(keys))
-    ends = last_rows(after)
-    orphan = last_rows(before)[max(r["trial"] for r in before)]
-    assert ends[orphan["trial"]]["state"] in ("failed", "reached", "pruned")
-    if ends[orphan["trial"]]["state"] == "failed":  # billed past its last row, up to the last sign of life
-        billed = orphan["billable_s"] + max(0.0, alive - orphan["wall_time"])
-        assert ends[orphan["trial"]]["billable_s"] == pytest.approx(billed, abs=1e-6)
-        assert "last sign of life" in ends[orphan["trial"]]["reason"]
-    assert sum(metrics(r)["usd"] for r in ends.values()) >= spent_before
+    ends = LedgerView.of(after).last
+    orphan = LedgerView.of(before).last[max(r.trial for r in before)]
+    assert ends[orphan.trial].state in ("failed", "reached", "pruned")
+    if ends[orphan.trial].state == "failed":  # billed past its last row, up to the last sign of life
+        billed = orphan.billable_s + max(0.0, alive - orphan.wall_time)
+        assert ends[orphan.trial].billable_s == pytest.approx(billed, abs=1e-6)
+        assert "last sign of life" in ends[orphan.trial].reason
+    assert sum(metrics(r).usd for r in ends.values()) >= spent_before
     asked = started(study(out / "d"))  # a killed driver may leave a queued proposal, which no one asked yet
-    assert asked == len(ends) and asked > len(last_rows(before))
+    assert asked == len(ends) and asked > len(LedgerView.of(before).last)
     assert not (out / "d" / runlock.LOCK_FILE).exists()  # taken over, then removed at the clean end
 
 
@@ -131,15 +131,15 @@ def test_ctrl_c_bills_running_trials_and_writes_the_report(tmp_path: Path) -> No
     out = tmp_path / "reports"
     proc = start(slow_space(tmp_path), "c", out)
     ledger = out / "c" / "ledger.jsonl"
-    wait_rows(ledger, lambda rows: sum(r["state"] == "running" for r in rows) >= 3)
+    wait_rows(ledger, lambda rows: sum(r.state == "running" for r in rows) >= 3)
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "raylet" not in err.lower() and "worker died" not in err.lower(), err
     rows = read_rows(ledger)
-    ends = last_rows(rows)
-    assert all(r["state"] != "running" for r in ends.values()), "a trial was left without an end row"
-    assert any(r["state"] == "capped" and "Ctrl-C" in r["reason"] for r in ends.values())
+    ends = LedgerView.of(rows).last
+    assert all(r.state != "running" for r in ends.values()), "a trial was left without an end row"
+    assert any(r.state == "capped" and "Ctrl-C" in r.reason for r in ends.values())
     assert (out / "c" / "report.html").exists()
 
 
@@ -165,7 +165,7 @@ def test_ctrl_c_while_the_output_goes_through_a_pipe_still_writes_the_report(tmp
             stderr=err_file,
         )
     tee.stdin.close()  # only the driver holds the pipe now
-    wait_rows(out / "p" / "ledger.jsonl", lambda rows: sum(r["state"] == "running" for r in rows) >= 3)
+    wait_rows(out / "p" / "ledger.jsonl", lambda rows: sum(r.state == "running" for r in rows) >= 3)
     tee.send_signal(signal.SIGINT)
     tee.wait()
     os.killpg(proc.pid, signal.SIGINT)
@@ -175,8 +175,8 @@ def test_ctrl_c_while_the_output_goes_through_a_pipe_still_writes_the_report(tmp
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
     assert "raylet" not in err.lower() and "worker died" not in err.lower(), err  # no Ray paragraphs
     assert (out / "p" / "report.html").exists() and (out / "p" / "report.html").stat().st_size > 10_000
-    ends = last_rows(read_rows(out / "p" / "ledger.jsonl"))
-    assert all(r["state"] != "running" for r in ends.values())
+    ends = LedgerView.of(read_rows(out / "p" / "ledger.jsonl")).last
+    assert all(r.state != "running" for r in ends.values())
 
 
 def test_ctrl_c_on_a_terminal_stops_the_live_view_and_writes_the_report(tmp_path: Path) -> None:
@@ -185,7 +185,7 @@ def test_ctrl_c_on_a_terminal_stops_the_live_view_and_writes_the_report(tmp_path
     out = tmp_path / "reports"
     argv = [f"space={slow_space(tmp_path)}", "run_id=t", f"out={out}"]
     proc, terminal, screen, reader = on_a_terminal(argv, tmp_path)
-    wait_rows(out / "t" / "ledger.jsonl", lambda rows: sum(r["state"] == "running" for r in rows) >= 3)
+    wait_rows(out / "t" / "ledger.jsonl", lambda rows: sum(r.state == "running" for r in rows) >= 3)
     os.killpg(proc.pid, signal.SIGINT)
     assert proc.wait(timeout=120) == 130
     reader.join(timeout=10)
@@ -193,9 +193,9 @@ def test_ctrl_c_on_a_terminal_stops_the_live_view_and_writes_the_report(tmp_path
     text = screen.decode(errors="replace")
     assert "running trials" in text and "\u2501" in text, text[-3000:]  # the live view, with its budget bar
     assert "Traceback" not in text and "raylet" not in text.lower(), text[-3000:]
-    ends = last_rows(read_rows(out / "t" / "ledger.jsonl"))
-    assert all(r["state"] != "running" for r in ends.values())
-    assert any(r["state"] == "capped" and "Ctrl-C" in r["reason"] for r in ends.values())
+    ends = LedgerView.of(read_rows(out / "t" / "ledger.jsonl")).last
+    assert all(r.state != "running" for r in ends.values())
+    assert any(r.state == "capped" and "Ctrl-C" in r.reason for r in ends.values())
     assert (out / "t" / "report.html").stat().st_size > 10_000
 
 
@@ -255,13 +255,13 @@ def test_sigterm_and_sighup_end_the_study_as_ctrl_c_does_and_resume_continues(na
     ledger = out / "s" / "ledger.jsonl"
     if to == "closed terminal":  # the terminal goes away: SIGHUP to its processes, and writes to it fail
         proc, terminal, _, _ = on_a_terminal(argv, tmp_path)
-        wait_rows(ledger, lambda rows: sum(r["state"] == "running" for r in rows) >= 3)
+        wait_rows(ledger, lambda rows: sum(r.state == "running" for r in rows) >= 3)
         os.close(terminal)
         os.killpg(proc.pid, sig)
         code, err = proc.wait(timeout=120), ""
     else:
         proc = start(Path(argv[0].split("=", 1)[1]), "s", out)
-        wait_rows(ledger, lambda rows: sum(r["state"] == "running" for r in rows) >= 3)
+        wait_rows(ledger, lambda rows: sum(r.state == "running" for r in rows) >= 3)
         (os.kill if to == "driver" else os.killpg)(proc.pid, sig)
         _, err = proc.communicate(timeout=120)
         code = proc.returncode
@@ -270,19 +270,20 @@ def test_sigterm_and_sighup_end_the_study_as_ctrl_c_does_and_resume_continues(na
         assert dump.lower() not in err.lower(), err
     assert session_ended(proc.pid), "processes of the stopped run are still alive"
     rows = read_rows(ledger)
-    ends = last_rows(rows)
-    assert all(r["state"] != "running" for r in ends.values()), "a trial was left without an end row"
-    assert any(r["cause"] == "study_end" and name in r["reason"] for r in ends.values()), ends
+    ends = LedgerView.of(rows).last
+    assert all(r.state != "running" for r in ends.values()), "a trial was left without an end row"
+    assert any(r.cause == "study_end" and name in r.reason for r in ends.values()), ends
     asked = [t for t in study(out / "s").trials if t.state != optuna.trial.TrialState.WAITING]  # not the queue
-    assert {t.number: t.user_attrs["state"] for t in asked} == {t: r["state"] for t, r in ends.items()}
+    assert {t.number: t.user_attrs["state"] for t in asked} == {t: r.state.value for t, r in ends.items()}
     assert all(t.state.is_finished() for t in asked)
     assert (out / "s" / "report.html").stat().st_size > 10_000
     assert not (out / "s" / runlock.LOCK_FILE).exists()
     resumed = run(f"resume={out / 's'}", "budget.max_trials=6", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     after = read_rows(ledger)
-    assert after[: len(rows)] == rows and len(last_rows(after)) > len(ends)  # nothing lost, and the study went on
-    assert all(r["state"] != "running" for r in last_rows(after).values())
+    assert after[: len(rows)] == rows  # nothing lost
+    assert len(LedgerView.of(after).last) > len(ends)  # and the study went on
+    assert all(r.state != "running" for r in LedgerView.of(after).last.values())
 
 
 class FaultyBackend(MjxLocomotion):
@@ -320,7 +321,7 @@ def test_divergence_and_out_of_memory_fail_the_trial_with_the_cost_counted(fault
     rows = []
     final = run_trial(cfg, lambda r: rows.append(r) or CONTINUE, price_usd_per_hour=1.0, price_label="t")
     assert final.state == "failed" and reason in final.reason, final.reason
-    assert metrics(final.__dict__)["usd"] > 0 and final.env_steps > 0
+    assert metrics(final).usd > 0 and final.env_steps > 0
     assert rows[-1] is final
 
 
@@ -365,12 +366,12 @@ def test_soak_thirty_trials_rows_and_study_agree(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run_dir = tmp_path / "reports" / "soak"
     rows = read_rows(run_dir / "ledger.jsonl")
-    ends = last_rows(rows)
-    told_unrun = [r for r in ends.values() if r["state"] == "pruned" and r["billable_s"] == 0]  # infeasible, repeats
+    ends = LedgerView.of(rows).last
+    told_unrun = [r for r in ends.values() if r.state == "pruned" and r.billable_s == 0]  # infeasible, repeats
     assert len(ends) - len(told_unrun) == 32
-    states = Counter(r["state"] for r in ends.values())
+    states = Counter(r.state for r in ends.values())
     assert states["failed"] >= 1 and states["reached"] >= 1
-    checkpoints = sum(r["state"] == "running" for r in rows)
+    checkpoints = sum(r.state == "running" for r in rows)
     assert len(rows) == checkpoints + len(ends)  # one row per checkpoint plus one end row per trial
     s = optuna.load_study(study_name="sweep", storage=f"sqlite:///{run_dir / 'study.db'}")
     assert len(s.trials) == len(ends)
@@ -403,7 +404,7 @@ def test_soak_three_killed_drivers_and_resumes_in_a_row_lose_and_duplicate_nothi
         )
         before = ledger.read_bytes() if ledger.exists() else b""
         try:
-            wait_rows(ledger, lambda rows, n=seen: sum(r["state"] == "running" for r in rows) >= n + 3, timeout=180)
+            wait_rows(ledger, lambda rows, n=seen: sum(r.state == "running" for r in rows) >= n + 3, timeout=180)
         except AssertionError as exc:  # say what the driver printed and whether it was still running
             running = proc.poll() is None
             with contextlib.suppress(ProcessLookupError):  # an exited driver may have left no process in its group
@@ -416,14 +417,15 @@ def test_soak_three_killed_drivers_and_resumes_in_a_row_lose_and_duplicate_nothi
         after = ledger.read_bytes()
         assert after.startswith(before), f"cycle {cycle}: earlier ledger bytes changed"
         rows = read_rows(ledger)
-        keys = [(r["trial"], r["iteration"], r["state"]) for r in rows]
+        keys = [(r.trial, r.iteration, r.state) for r in rows]
         assert len(keys) == len(set(keys)), f"cycle {cycle}: a row was written twice"
-        spend = sum(r["billable_s"] * r["price_usd_per_hour"] / 3600 for r in last_rows(rows).values())
-        assert summary_figures(rows)["total_usd"] == pytest.approx(spend, rel=1e-12)
-        seen = sum(r["state"] == "running" for r in rows)
+        spend = sum(r.billable_s * r.price_usd_per_hour / 3600 for r in LedgerView.of(rows).last.values())
+        assert summary_figures(rows).total_usd == pytest.approx(spend, rel=1e-12)
+        seen = sum(r.state == "running" for r in rows)
     before = ledger.read_bytes()
     final = run(f"resume={out / 'k'}", "budget.max_trials=1", cwd=tmp_path)  # closes the last orphans, bills them
     assert final.returncode == 0, final.stderr
     rows = read_rows(ledger)
-    assert ledger.read_bytes().startswith(before) and all(r["state"] != "running" for r in last_rows(rows).values())
-    assert started(study(out / "k")) == len(last_rows(rows))
+    ends = LedgerView(rows).last
+    assert ledger.read_bytes().startswith(before) and all(r.state != "running" for r in ends.values())
+    assert started(study(out / "k")) == len(ends)

@@ -10,7 +10,7 @@ import pytest
 from sweep.analysis.summary import summarize
 from sweep.backends.replay import load_table, replay_trial
 from sweep.contract import CONTINUE, PRUNE, TrialConfig
-from sweep.ledger import end_label, last_rows
+from sweep.ledger import LedgerView
 from sweep.params import TrialParams
 from tests.helpers import ROOT, search_efficiency
 from tests.replay_table import write_seeded_table, write_table
@@ -66,7 +66,7 @@ def test_recorded_grid_is_complete_and_replays(path: Path) -> None:
         target, budget, trial_cap, max_trials = 0.9, 1e9, 300.0, 6
 
     rows = bench.run_planner(str(path), space, "planner", 0, Args())
-    assert rows and all(r["billable_s"] >= 0 for r in rows)
+    assert rows and all(r.billable_s >= 0 for r in rows)
 
 
 def test_planner_starts_on_the_reduced_initial_design(tmp_path: Path) -> None:
@@ -88,8 +88,8 @@ def test_planner_starts_on_the_reduced_initial_design(tmp_path: Path) -> None:
         target, budget, trial_cap, max_trials = 0.9, 1e9, 300.0, 3
 
     rows = bench.run_planner(str(table), space, "planner+initial", 0, Args(), design)
-    ends = last_rows(rows)
-    assert [(ends[i]["params"]["num_envs"], ends[i]["params"]["num_steps_per_env"]) for i in (0, 1)] == [
+    ends = LedgerView(rows).last
+    assert [(ends[i].params["num_envs"], ends[i].params["num_steps_per_env"]) for i in (0, 1)] == [
         (128, 16),
         (64, 16),
     ]
@@ -135,10 +135,10 @@ def test_the_planners_trace_follows_its_ledger(tmp_path: Path) -> None:
 
     rows = bench.run_planner(str(table), space, "planner", 0, Args())
     trace = bench.planner_trace(rows)
-    ends = last_rows(rows)
-    assert len(trace) == len([r for r in ends.values() if end_label(r) != "not run"])  # paid trials only
+    ends = LedgerView(rows).last
+    assert len(trace) == len([r for r in ends.values() if r.ran])  # paid trials only
     assert [spent for spent, _ in trace] == sorted(spent for spent, _ in trace)
-    assert trace[-1][0] == pytest.approx(sum(r["billable_s"] for r in ends.values()))  # $1 per recorded second
+    assert trace[-1][0] == pytest.approx(sum(r.billable_s for r in ends.values()))  # $1 per recorded second
     final = summarize(rows).recommendation
     assert final is not None and trace[-1][1] == TrialParams.identity(final.config.params)  # what sweep.run would print
 
@@ -155,8 +155,8 @@ def test_a_sampler_stuck_on_seen_configs_never_makes_the_search_pay_for_a_repeat
         target, budget, trial_cap, max_trials = 0.9, 1e9, 300.0, 4
 
     for seed in range(3):  # a random sampler on 4 configs proposes seen ones again and again
-        ends = last_rows(bench.run_planner(str(table), space, "random", seed, Args()))
-        paid = [TrialParams.identity(r["params"]) for r in ends.values() if end_label(r) != "not run"]
+        ends = LedgerView(bench.run_planner(str(table), space, "random", seed, Args())).last
+        paid = [TrialParams.identity(r.params) for r in ends.values() if r.ran]
         assert len(paid) == 4 and len(set(paid)) == 4, paid  # each config once, none paid for twice
 
 

@@ -12,9 +12,29 @@ import pytest
 import yaml
 
 from sweep.analysis import evidence, summary
-from sweep.ledger import LedgerWriter, metrics, read_rows
+from sweep.ledger import LedgerWriter, Row, metrics, read_rows
 from sweep.report import page as report
-from tests.test_scheduler import row
+from tests.test_scheduler import PRICE
+
+
+def row(trial: int, billable: float, success: float | None, state: str = "running") -> dict:
+    """A ledger line (JSON object) of ``trial``, its seconds all simulation, at $1 a second."""
+    return {
+        "trial": trial,
+        "state": state,
+        "billable_s": billable,
+        "price_usd_per_hour": PRICE,
+        "env_steps": 100,
+        "phases_s": {"sim": billable},
+        "success": success,
+        "params": {},
+        "wall_time": billable,
+    }
+
+
+def typed(lines: list[dict]) -> list[Row]:
+    """The lines as the ledger's reader reads them."""
+    return [Row.of(line) for line in lines]
 
 
 def write_run(tmp_path: Path) -> tuple[Path, list[dict]]:
@@ -43,40 +63,40 @@ def write_run(tmp_path: Path) -> tuple[Path, list[dict]]:
     run_dir = tmp_path / "run"
     with LedgerWriter(run_dir / "ledger.jsonl") as w:
         for r in rows:
-            w.append(r)
+            w.append(Row.of(r))
     (run_dir / "config.yaml").write_text(yaml.safe_dump({"budget": {"usd": 50.0}, "target": {"success": 0.9}}))
     return run_dir, rows
 
 
 def test_tables_equal_numbers_recomputed_from_the_ledger(tmp_path: Path) -> None:
     _, rows = write_run(tmp_path)
-    trials = report.trials_table(rows).set_index("trial")
+    trials = report.trials_table(typed(rows)).set_index("trial")
     assert list(trials["state"]) == ["reached", "pruned", "failed", "reached", "capped"]
     assert trials.loc[1, "usd"] == pytest.approx(6.0)  # pruned spend counted
     assert trials.loc[2, "usd"] == pytest.approx(3.0)  # failed spend counted
-    assert trials.loc[3, "usd_to_target"] == pytest.approx(metrics(rows[6])["usd_to_target"])
-    card = summary.summarize(rows)
+    assert trials.loc[3, "usd_to_target"] == pytest.approx(metrics(Row.of(rows[6])).usd_to_target)
+    card = summary.summarize(typed(rows))
     assert card.total_usd == pytest.approx(10 + 6 + 3 + 8 + 12)
     assert card.pruned_failed_share == pytest.approx(9 / 39)
     assert card.recommended is not None and card.recommended.trial == 3
     assert card.trials_by_state == {"reached": 2, "pruned": 1, "failed": 1, "capped": 1}
     assert list(trials["gpu"]) == ["host-a:0", "host-a:1", "host-a:0", "host-a:1", "host-a:0"]  # where each ran
-    page = report.render(tmp_path / "run", rows)
+    page = report.render(tmp_path / "run", typed(rows))
     assert ">gpu</th>" in page and "<td>host-a:1</td>" in page
-    burn = report.burn_table(rows, 50.0)
+    burn = report.burn_table(typed(rows), 50.0)
     assert burn["spent_usd"].iloc[-1] == pytest.approx(39.0)
     assert burn["left_usd"].iloc[-1] == pytest.approx(11.0)
-    curves = report.curves_table(rows)
+    curves = report.curves_table(typed(rows))
     assert len(curves) == sum(r["success"] is not None for r in rows)
 
 
 def test_dollars_per_reaching_checkpoint_and_the_winners_checkpoint_are_shown(tmp_path: Path) -> None:
     run_dir, rows = write_run(tmp_path)
-    card = summary.summarize(rows)
+    card = summary.summarize(typed(rows))
     assert card.usd_per_reached == pytest.approx(39.0 / 2) and card.reached_trials == 2
     rec = card.recommended
     assert rec is not None and rec.usd_to_target == pytest.approx(8.0) and rec.checkpoint == "trials/0003/checkpoint.pt"
-    trials = report.trials_table(rows).set_index("trial")
+    trials = report.trials_table(typed(rows)).set_index("trial")
     assert trials.loc[0, "checkpoint"] == "trials/0000/checkpoint.pt" and trials["checkpoint"].isna().sum() == 3
     html = report.write(run_dir).read_text()
     assert '<a href="trials/0003/checkpoint.pt">' in html and "$19.5000" in html
@@ -88,9 +108,9 @@ def test_dollars_per_reaching_checkpoint_and_the_winners_checkpoint_are_shown(tm
 def test_configs_told_without_running_are_counted_apart_from_pruned_ones(tmp_path: Path) -> None:
     _, rows = write_run(tmp_path)
     rows.append({**rows[3], "trial": 5, "billable_s": 0.0, "phases_s": {}, "env_steps": 0, "success": None})
-    card = summary.summarize(rows)
+    card = summary.summarize(typed(rows))
     assert card.trials_by_state["not run"] == 1 and card.trials_by_state["pruned"] == 1
-    assert report.trials_table(rows).set_index("trial").loc[5, "state"] == "not run"
+    assert report.trials_table(typed(rows)).set_index("trial").loc[5, "state"] == "not run"
     assert card.total_usd == pytest.approx(39.0)
 
 
@@ -114,8 +134,8 @@ def test_a_long_failure_reason_is_shortened_in_the_table_and_kept_whole_in_the_l
     run_dir, _ = write_run(tmp_path)
     reason = "ActorDiedError: " + "the actor died unexpectedly before finishing this task; " * 8
     with LedgerWriter(run_dir / "ledger.jsonl") as w:
-        w.append({**read_rows(run_dir / "ledger.jsonl")[4], "trial": 9, "reason": reason})
-    assert read_rows(run_dir / "ledger.jsonl")[-1]["reason"] == reason
+        w.append(Row.of({**read_rows(run_dir / "ledger.jsonl")[4].as_json(), "trial": 9, "reason": reason}))
+    assert read_rows(run_dir / "ledger.jsonl")[-1].reason == reason
     html = report.write(run_dir).read_text()
     cell = re.search(r'<td title="([^"]*)">([^<]*)</td>', html)
     assert cell and cell.group(1) == reason and len(cell.group(2)) == report.REASON_CHARS
@@ -138,9 +158,9 @@ def test_with_no_trial_at_the_target_the_summary_names_the_closest_and_the_key_t
     run_dir = tmp_path / "run"
     with LedgerWriter(run_dir / "ledger.jsonl") as w:
         for r in rows:
-            w.append(r)
+            w.append(Row.of(r))
     (run_dir / "config.yaml").write_text(yaml.safe_dump({"budget": {"usd": 50.0}, "target": {"success": 0.9}}))
-    near = summary.summarize(rows).closest
+    near = summary.summarize(typed(rows)).closest
     assert near is not None and (near.trial, near.success, near.state) == (0, 0.62, "capped")
     assert near.usd == pytest.approx(12)
     text = summary.text_summary(run_dir)
@@ -169,7 +189,7 @@ def test_seeds_of_one_config_give_its_mean_usd_to_target_with_a_t_interval() -> 
         seeded(6, 9.0, "failed", seed=7, envs=128, steps=12),
         {**seeded(7, 0.0, "pruned", seed=0, steps=12), "phases_s": {}},  # told without running: not a seed
     ]
-    stats = evidence.config_stats(rows)
+    stats = evidence.config_stats(typed(rows))
     assert [c.trials for c in stats] == [(4,), (5,), (0, 1, 2, 3), (6,)]  # cheapest first, none reached last
     single, flagged, three, none = stats
     assert (single.n_seeds, single.n_reached, single.mean_usd, single.lo, single.hi) == (1, 1, 5.0, 5.0, 5.0)
@@ -191,7 +211,7 @@ def test_a_flag_the_catalog_no_longer_has_keeps_its_config_apart_instead_of_fail
     old = [seeded(0, 8.0, "reached", 1), seeded(1, 9.0, "reached", 2), seeded(2, 7.0, "reached", 3)]
     old[0]["params"]["flag.retired"] = True
     old[1]["params"]["flag.retired"] = True
-    stats = evidence.config_stats(old)
+    stats = evidence.config_stats(typed(old))
     assert [c.trials for c in stats] == [(2,), (0, 1)] and stats[1].key[0] == "as recorded"
 
 
@@ -206,7 +226,7 @@ def test_the_report_shows_seeds_per_config_as_error_bars_and_a_map(tmp_path: Pat
     rows = [seeded(0, 8.0, "reached", 1), seeded(1, 12.0, "reached", 2), seeded(2, 5.0, "reached", 3, steps=12)]
     with LedgerWriter(run_dir / "ledger.jsonl") as w:
         for r in rows:
-            w.append({**r, "run_id": "t", "price_label": "test", "eval_episodes": 256})
+            w.append(Row.of({**r, "run_id": "t", "price_label": "test", "eval_episodes": 256}))
     figs = dict(report.figures(run_dir, read_rows(run_dir / "ledger.jsonl")))
     means, seeds = figs["seeds"].data
     assert list(means.y) == [5.0, 10.0] and list(means.text) == ["n=1", "n=2"]
@@ -223,7 +243,7 @@ def test_the_legend_names_the_state_when_only_one_state_is_present(tmp_path: Pat
     run_dir = tmp_path / "run"
     with LedgerWriter(run_dir / "ledger.jsonl") as w:
         for r in (seeded(0, 8.0, "reached", 1), seeded(1, 9.0, "reached", 2, steps=12)):
-            w.append({**r, "run_id": "t", "price_label": "test", "eval_episodes": 256})
+            w.append(Row.of({**r, "run_id": "t", "price_label": "test", "eval_episodes": 256}))
     figs = dict(report.figures(run_dir, read_rows(run_dir / "ledger.jsonl")))
     assert [t.name for t in figs["pareto"].data] == ["reached"]
     assert figs["pareto"].layout.showlegend is True and figs["pareto"].layout.legend.title.text == "state"
@@ -236,7 +256,7 @@ def test_the_legend_names_the_state_when_only_one_state_is_present(tmp_path: Pat
 def test_every_marker_of_a_per_trial_chart_carries_its_trial_number(tmp_path: Path) -> None:
     run_dir, rows = write_run(tmp_path)
     with LedgerWriter(run_dir / "ledger.jsonl") as w:  # a second price, so that the wall-clock chart is drawn
-        w.append({**rows[1], "trial": 5, "price_usd_per_hour": 7200.0})
+        w.append(Row.of({**rows[1], "trial": 5, "price_usd_per_hour": 7200.0}))
     figs = dict(report.figures(run_dir, read_rows(run_dir / "ledger.jsonl")))
     labelled = 0
     for trace in figs["pareto"].data:
@@ -256,7 +276,7 @@ def test_quantity_axes_start_at_zero_so_a_small_spread_does_not_fill_them(tmp_pa
     with LedgerWriter(run_dir / "ledger.jsonl") as w:  # throughput 100.0k vs 100.2k, USD 10.00 vs 10.02
         for trial, steps, usd in ((0, 1_000_000, 10.0), (1, 1_002_000, 10.02)):
             r = seeded(trial, usd, "reached", trial, steps=12 + trial)
-            w.append({**r, "env_steps": steps, "phases_s": {"sim": 10.0}, "price_label": "test", "run_id": "t"})
+            w.append(Row.of({**r, "env_steps": steps, "phases_s": {"sim": 10.0}, "price_label": "test", "run_id": "t"}))
     (run_dir / "config.yaml").write_text(yaml.safe_dump({"budget": {"usd": 50.0}, "target": {"success": 0.9}}))
     figs = dict(report.figures(run_dir, read_rows(run_dir / "ledger.jsonl")))
     assert list(figs["pareto"].data[0].x) == [100_000.0, 100_200.0]
@@ -352,11 +372,11 @@ def test_the_card_leads_with_the_decision_and_its_figures_equal_the_ledgers(tmp_
     run_dir = tmp_path / "run"
     with LedgerWriter(run_dir / "ledger.jsonl") as w:
         for r in rows:
-            w.append(r)
+            w.append(Row.of(r))
     want = recomputed_payback(rows, 128, 512)
     assert want["rec_mean"] != pytest.approx(sum(r["billable_s"] for r in rows if r["trial"] in (0, 3, 5)) / 3)
 
-    pay = summary.summarize(rows).payback  # the data the card is built from
+    pay = summary.summarize(typed(rows)).payback  # the data the card is built from
     assert pay is not None and pay.compared and pay.note == ""
     assert pay.study_usd == pytest.approx(want["study"])
     assert pay.recommended_mean_usd == pytest.approx(want["rec_mean"])
@@ -415,17 +435,17 @@ def test_for_isaac_lab_the_decision_names_the_trainer_line_of_recommended_yaml(t
     run_dir = tmp_path / "run"
     with LedgerWriter(run_dir / "ledger.jsonl") as w:
         for r in rows:
-            w.append(r)
+            w.append(Row.of(r))
     command = "./isaaclab.sh -p scripts/reinforcement_learning/rsl_rl/train.py --task Isaac-Velocity agent.x=1"
-    best = summary.summarize(rows).recommended.trial
+    best = summary.summarize(typed(rows)).recommended.trial
     for trial, shown in ((best + 1, False), (best, True)):  # a file left from another recommendation is not quoted
-        doc = {"evidence": {"trial": trial}, "isaaclab": {"command": command}}
+        doc = {"task": {"backend": "isaaclab"}, "evidence": {"trial": trial}, "isaaclab": {"command": command}}
         (run_dir / "recommended.yaml").write_text(yaml.safe_dump(doc))
         lines = [line.strip() for line in card_text(report.write(run_dir).read_text()).splitlines() if line.strip()]
         assert (lines[1] == f"Isaac Lab trainer: {command}") is shown, lines[:3]
     trainer = export.trainer_command(run_dir, best)
     assert trainer == command
-    printout = summary.run_text(summary.summarize(rows), trainer=trainer).splitlines()
+    printout = summary.run_text(summary.summarize(typed(rows)), trainer=trainer).splitlines()
     assert printout[:2] == [lines[0][0].lower() + lines[0][1:], f"Isaac Lab trainer: {command}"]
 
 
@@ -434,7 +454,7 @@ def test_recommended_yaml_carries_the_payback(tmp_path: Path) -> None:
 
     rows = confirmed_study()
     want = recomputed_payback(rows, 128, 512)
-    doc = export.seeds_evidence(summary.summarize(rows))["payback"]
+    doc = export.seeds_evidence(summary.summarize(typed(rows)))["payback"]
     assert doc["study_usd"] == pytest.approx(want["study"])
     assert doc["study_in_baseline_runs"] == pytest.approx(want["study_in_baseline_runs"])
     assert doc["saving_per_run_usd"] == pytest.approx(want["saving"])
@@ -454,11 +474,11 @@ def test_without_a_baseline_that_reached_the_card_says_so_instead_of_the_payback
         (no_baseline, "no baseline comparison: the baseline was not run"),
     ]
     for rows, note in cases:
-        s = summary.summarize(rows)
+        s = summary.summarize(typed(rows))
         pay = s.payback
         assert pay is not None and not pay.compared and pay.note.startswith(note)
         assert (pay.study_in_baseline_runs, pay.saving_per_run_usd, pay.runs_to_pay_back) == (None, None, None)
-        lines = [line.strip() for line in card_text(report.render(tmp_path, rows)).splitlines() if line.strip()]
+        lines = [line.strip() for line in card_text(report.render(tmp_path, typed(rows))).splitlines() if line.strip()]
         assert lines[3].startswith(f"Payback: {note}") and "x the baseline" not in lines[1]
         assert "baseline training runs" not in lines[2]
         doc = __import__("sweep.report.export", fromlist=["x"]).seeds_evidence(s)["payback"]
@@ -467,7 +487,7 @@ def test_without_a_baseline_that_reached_the_card_says_so_instead_of_the_payback
 
 def test_a_recommendation_that_is_the_baseline_saves_nothing() -> None:
     rows = [r for r in confirmed_study() if r["params"]["num_envs"] != 128]
-    s = summary.summarize(rows)
+    s = summary.summarize(typed(rows))
     pay = s.payback
     assert s.recommendation is not None and s.recommendation.is_baseline
     assert pay is not None and pay.saving_per_run_usd == 0.0 and pay.runs_to_pay_back is None
@@ -478,11 +498,11 @@ def test_a_recommendation_that_is_the_baseline_saves_nothing() -> None:
 def test_a_saving_whose_ratio_interval_reaches_one_is_said_to_be_uncertain() -> None:
     rows = confirmed_study()
     rows[6] = study_end(6, 12.0, 3.0, "reached", 8, 512, "confirm", True)  # baseline seeds $23 and $9: a wide ratio
-    s = summary.summarize(rows)
+    s = summary.summarize(typed(rows))
     vs = s.recommendation.vs_baseline
     assert vs is not None and vs.lo < 1.0 <= vs.hi and s.payback.saving_per_run_usd > 0
     assert "(the ratio's 95% interval reaches 1: the saving may be none)" in summary.run_text(s)
-    assert "may be none" not in summary.run_text(summary.summarize(confirmed_study()))
+    assert "may be none" not in summary.run_text(summary.summarize(typed(confirmed_study())))
 
 
 def png_pixels(path: Path) -> tuple[int, int, list[bytes]]:
@@ -574,7 +594,7 @@ def test_the_card_renders_in_headless_chromium_and_is_screenshotted(tmp_path: Pa
     run_dir = tmp_path / "run"
     with LedgerWriter(run_dir / "ledger.jsonl") as w:
         for r in confirmed_study():
-            w.append(r)
+            w.append(Row.of(r))
     page = report.write(run_dir)  # the card is the top of the page: the window's first 800 pixels show it
     shot = tmp_path / "card.png"
     proc = subprocess.run(

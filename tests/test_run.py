@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from sweep.analysis.summary import usd_text
-from sweep.ledger import last_rows, metrics, read_rows
+from sweep.ledger import LedgerView, metrics, read_rows
 from tests.helpers import ROOT, run_module
 from tests.replay_table import write_table
 
@@ -67,24 +67,24 @@ def test_the_console_shows_sweep_lines_not_ray_notices(finished_run: Path) -> No
 
 def test_every_trial_is_billed_and_the_budget_holds(finished_run: Path) -> None:
     rows = read_rows(finished_run / "ledger.jsonl")
-    ends = last_rows(rows)
-    states = Counter(r["state"] for r in ends.values())
+    ends = LedgerView(rows).last
+    states = Counter(r.state for r in ends.values())
     assert states["reached"] >= 1
     assert states["pruned"] >= 1  # slow configs are pruned by cost (or infeasible ones pruned before start)
-    total = sum(metrics(r)["usd"] for r in ends.values())
+    total = sum(metrics(r).usd for r in ends.values())
     assert total <= 400.0
     # the study and the ledger agree trial by trial
     s = study(finished_run)
     assert len(s.trials) == len(ends)
     for t in s.trials:
-        assert t.user_attrs["state"] == ends[t.number]["state"]
+        assert t.user_attrs["state"] == ends[t.number].state
 
 
 def test_infeasible_configs_never_run(finished_run: Path) -> None:
-    ends = last_rows(read_rows(finished_run / "ledger.jsonl"))
+    ends = LedgerView(read_rows(finished_run / "ledger.jsonl")).last
     for r in ends.values():
-        if r["params"]["num_steps_per_env"] == 64:  # 64 x 0.02 s > 1 s update period
-            assert r["state"] == "pruned" and r["billable_s"] == 0 and "update_period" in r["reason"]
+        if r.params["num_steps_per_env"] == 64:  # 64 x 0.02 s > 1 s update period
+            assert r.state == "pruned" and r.billable_s == 0 and "update_period" in r.reason
 
 
 def test_the_first_trials_follow_the_initial_design(finished_run: Path) -> None:
@@ -126,10 +126,10 @@ def test_resume_continues_without_lost_or_duplicated_rows(finished_run: Path, tm
     assert proc.returncode == 0, proc.stdout + proc.stderr
     after = read_rows(finished_run / "ledger.jsonl")
     assert after[: len(before)] == before  # nothing lost or rewritten
-    keys = [(r["trial"], r["iteration"], r["state"]) for r in after]
+    keys = [(r.trial, r.iteration, r.state) for r in after]
     assert len(keys) == len(set(keys))  # nothing duplicated
     s = study(finished_run)
-    assert len(s.trials) > n_before and len(s.trials) == len(last_rows(after))
+    assert len(s.trials) > n_before and len(s.trials) == len(LedgerView(after).last)
     saved = yaml.safe_load((finished_run / "config.yaml").read_text())
     assert saved["budget"]["max_trials"] == 11  # what changed on resume is what the report and a next resume read
     first = finished_run.parents[1] / "space.yaml"
@@ -193,10 +193,10 @@ def test_a_run_with_a_confirmation_ends_with_the_baseline_comparison(tmp_path: P
     proc = run(f"space={path}", "run_id=c1", "budget.max_trials=3", f"out={tmp_path / 'reports'}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run_dir = tmp_path / "reports" / "c1"
-    ends = last_rows(read_rows(run_dir / "ledger.jsonl"))
-    confirmed = [r for r in ends.values() if r["phase"] == "confirm"]
-    assert confirmed and all(r["state"] == "reached" for r in confirmed)
-    assert {r["baseline"] for r in confirmed} == {True, False}
+    ends = LedgerView(read_rows(run_dir / "ledger.jsonl")).last
+    confirmed = [r for r in ends.values() if r.phase == "confirm"]
+    assert confirmed and all(r.state == "reached" for r in confirmed)
+    assert {r.baseline for r in confirmed} == {True, False}
     doc = yaml.safe_load((run_dir / "recommended.yaml").read_text())
     evidence = doc["evidence"]
     assert (doc["knobs"]["num_envs"], doc["knobs"]["num_steps_per_env"]) == (64, 8)
@@ -208,14 +208,14 @@ def test_a_run_with_a_confirmation_ends_with_the_baseline_comparison(tmp_path: P
     assert vs["ratio"] == pytest.approx(evidence["mean_usd_to_target_equal_terms"] / vs["baseline_mean"])
     assert vs["ratio"] < 1 and len(vs["ci95"]) == 2 and "delta method" in vs["rule"]
     spend = evidence["study_usd_by_phase"]
-    assert spend["confirm"] == pytest.approx(sum(metrics(r)["usd"] for r in confirmed))
+    assert spend["confirm"] == pytest.approx(sum(metrics(r).usd for r in confirmed))
     printed = proc.stdout.splitlines()
     use = printed.index(next(x for x in printed if x.startswith("use: 64 envs x 8 steps")))
     cost, study_cost, payback = printed[use + 1 : use + 4]  # the decision leads the printout
     assert cost.startswith("cost to target: ") and "over 2 seeds" in cost
     assert f"{vs['ratio']:.2f}x the baseline's mean ${vs['baseline_mean']:.4f}" in cost
     pay = evidence["payback"]
-    total = sum(metrics(r)["usd"] for r in ends.values())
+    total = sum(metrics(r).usd for r in ends.values())
     assert pay["study_usd"] == pytest.approx(total)
     assert pay["study_in_baseline_runs"] == pytest.approx(total / vs["baseline_mean"])
     assert pay["saving_per_run_usd"] == pytest.approx(vs["baseline_mean"] - evidence["mean_usd_to_target_equal_terms"])

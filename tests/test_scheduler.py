@@ -4,25 +4,28 @@ from __future__ import annotations
 
 import pytest
 
-from sweep.contract import CONTINUE, PRUNE
-from sweep.ledger import summary_figures
-from sweep.planner.pruner import RESERVE_MARGIN, CostPruner, Verdict, allowance_usd, can_start, reserve_usd
+from sweep.contract import CONTINUE, PRUNE, RESERVE_MARGIN
+from sweep.ledger import Row, summary_figures
+from sweep.planner.accounts import allowance_usd, can_start, reserve_usd
+from sweep.planner.pruner import CostPruner, Verdict
 
 PRICE = 3600.0  # $/hour, so 1 billable second costs $1
 
 
-def row(trial: int, billable: float, success: float | None, state: str = "running") -> dict:
-    return {
-        "trial": trial,
-        "state": state,
-        "billable_s": billable,
-        "price_usd_per_hour": PRICE,
-        "env_steps": 100,
-        "phases_s": {"sim": billable},
-        "success": success,
-        "params": {},
-        "wall_time": billable,
-    }
+def row(trial: int, billable: float, success: float | None, state: str = "running") -> Row:
+    return Row.of(
+        {
+            "trial": trial,
+            "state": state,
+            "billable_s": billable,
+            "price_usd_per_hour": PRICE,
+            "env_steps": 100,
+            "phases_s": {"sim": billable},
+            "success": success,
+            "params": {},
+            "wall_time": billable,
+        }
+    )
 
 
 def test_no_pruning_without_a_best_cost() -> None:
@@ -72,7 +75,7 @@ def test_summary_counts_pruned_and_failed_spend() -> None:
         row(3, 8, 0.92, "reached"),
     ]
     fig = summary_figures(rows)
-    assert fig["total_usd"] == pytest.approx(10 + 4 + 3 + 8)
-    assert fig["usd_by_state"] == pytest.approx({"reached": 18.0, "pruned": 4.0, "failed": 3.0})
-    assert fig["pruned_failed_share"] == pytest.approx(7 / 25)
-    assert fig["best_trial"] == 3 and fig["pareto"] == [3]
+    assert fig.total_usd == pytest.approx(10 + 4 + 3 + 8)
+    assert fig.usd_by_state == pytest.approx({"reached": 18.0, "pruned": 4.0, "failed": 3.0})
+    assert fig.pruned_failed_share == pytest.approx(7 / 25)
+    assert fig.best_trial == 3 and fig.pareto == [3]

@@ -10,7 +10,7 @@ import pytest
 from sweep import config
 from sweep.config import SEARCHERS, validation
 from sweep.errors import ConfigError
-from sweep.ledger import end_label, last_rows
+from sweep.ledger import LedgerView, Row
 from sweep.planner import searchers
 from sweep.planner.phase import Done, Phase, Wait
 from sweep.planner.searchers import Proposal, Searcher, SearchView
@@ -58,17 +58,16 @@ def cfg_for(tmp_path: Path, sampler: str, **over: Any) -> config.RunConfig:
     return validation.validate(config.compose(data, over, "test", has_gpu=False))
 
 
-def ran(rows: list[dict]) -> tuple[list[str], int]:
+def ran(rows: list[Row]) -> tuple[list[str], int]:
     """The configs a study paid for, in order, each with how it ended; and how many proposals it told without
     running."""
-    ends = last_rows(rows).values()
+    ends = LedgerView.of(rows).last.values()
     paid = [
-        f"{r['params']['num_envs']}x{r['params']['num_steps_per_env']}/{r['params']['num_mini_batches']} "
-        f"{getattr(r['state'], 'value', r['state'])}"
+        f"{r.params['num_envs']}x{r.params['num_steps_per_env']}/{r.params['num_mini_batches']} {r.state.value}"
         for r in ends
-        if end_label(r) != "not run"
+        if r.ran
     ]
-    return paid, sum(end_label(r) == "not run" for r in ends)
+    return paid, sum(not r.ran for r in ends)
 
 
 def test_a_searcher_is_one_class_and_one_registry_line(tmp_path: Path, monkeypatch) -> None:

@@ -45,30 +45,41 @@ def test_first_of_the_run(shared_run):
 
 def test_second_of_the_run_unmarked(shared_run):
     pass
+
+
+@pytest.mark.slow
+def test_skipped_marked():
+    pytest.skip("skipped before anything ran: not judged")
 """
 
 
-def test_the_check_flags_a_marker_that_disagrees_with_the_time_both_ways(pytester: pytest.Pytester) -> None:
+@pytest.fixture
+def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A test suite in a folder of its own, run in a subprocess that can import the checkout's plugin."""
     pytester.makepyfile(test_suite=SUITE)
-    pytester.syspathinsert(ROOT)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    return pytester
+
+
+def test_the_check_flags_a_marker_that_disagrees_with_the_time_both_ways(suite: pytest.Pytester) -> None:
+    pytester = suite
     result = pytester.runpytest_subprocess("-p", "tests.slow_markers", "--slow-s", "0.4", "--slow-check")
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=6, skipped=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     out = result.stdout.str()
     assert "not marked slow: test_suite.py::test_long_unmarked" in out
     assert "not marked slow: test_suite.py::test_second_of_the_run_unmarked" in out  # the shared run counts
     assert "marked slow, under 0.2 s: test_suite.py::test_quick_marked" in out
-    for honest in ("test_quick_unmarked", "test_long_marked", "test_first_of_the_run"):
+    for honest in ("test_quick_unmarked", "test_long_marked", "test_first_of_the_run", "test_skipped_marked"):
         assert f"::{honest} " not in out
 
 
-def test_an_honest_suite_passes_the_check(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_suite=SUITE)
-    pytester.syspathinsert(ROOT)
+def test_an_honest_suite_passes_the_check(suite: pytest.Pytester) -> None:
+    pytester = suite
     deselect = ["--deselect", "test_suite.py::test_long_unmarked", "--deselect", "test_suite.py::test_quick_marked"]
     result = pytester.runpytest_subprocess(
         "-p", "tests.slow_markers", "--slow-s", "0.4", "--slow-check", *deselect,
         "--deselect", "test_suite.py::test_second_of_the_run_unmarked",
     )  # fmt: skip
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=3, skipped=1)
     assert result.ret == pytest.ExitCode.OK and "slow markers" not in result.stdout.str()

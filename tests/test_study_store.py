@@ -8,7 +8,8 @@ import optuna
 
 from sweep import config
 from sweep.config import validation
-from sweep.contract import EndCause, TrialState
+from sweep.contract import EndCause, TrialConfig, TrialState
+from sweep.ledger import Row
 from sweep.planner import study_store
 from sweep.prices import resolve
 
@@ -17,28 +18,31 @@ PRICE = resolve("custom", usd_per_hour=3600.0)  # $1 per billable second
 
 def test_an_end_row_bills_the_seconds_no_phase_claimed_as_other_and_keeps_its_seed_and_phase() -> None:
     cfg = validation.validate(config.load("locomotion", {}, has_gpu=False))
-    last = {"iteration": 40, "billable_s": 10.0, "phases_s": {"sim": 8.0, "eval": 2.0}, "checkpoint": "trials/3/c.pt"}
-    dispatched = {"seed": 9, "phase": "confirm", "baseline": True}
+    last = Row.of({"trial": 3, "state": "running", "iteration": 40, "billable_s": 10.0,
+                   "phases_s": {"sim": 8.0, "eval": 2.0}, "checkpoint": "trials/3/c.pt"})  # fmt: skip
+    dispatched = TrialConfig(seed=9, phase="confirm", baseline=True)
     lost = (TrialState.FAILED, EndCause.WORKER_LOST, "worker lost")
     end = study_store.end_row(cfg, PRICE, 3, {"num_envs": 256}, lost, 14.5, last, dispatched)
-    assert end["billable_s"] == 14.5 and end["phases_s"] == {"sim": 8.0, "eval": 2.0, "other": 4.5}
-    assert (end["seed"], end["phase"], end["baseline"], end["iteration"]) == (9, "confirm", True, 40)
-    assert (end["state"], end["cause"]) == ("failed", "worker_lost")
-    assert end["checkpoint"] == "trials/3/c.pt"  # checkpoints: all keeps it on disk
+    assert end.billable_s == 14.5 and dict(end.phases_s) == {"sim": 8.0, "eval": 2.0, "other": 4.5}
+    assert (end.seed, end.phase, end.baseline, end.iteration) == (9, "confirm", True, 40)
+    assert (end.state, end.cause) == ("failed", "worker_lost")
+    assert end.checkpoint == "trials/3/c.pt"  # checkpoints: all keeps it on disk
     dropped = validation.validate(config.load("locomotion", {"checkpoints": "reached"}, has_gpu=False))
-    assert study_store.end_row(dropped, PRICE, 3, {}, lost, 14.5, last)["checkpoint"] == ""
+    assert study_store.end_row(dropped, PRICE, 3, {}, lost, 14.5, last).checkpoint == ""
     unrun = (TrialState.PRUNED, EndCause.NOT_RUN, "repeat")
     unknown = study_store.end_row(cfg, PRICE, 3, {}, unrun, 0.0)  # told without running
-    assert unknown["billable_s"] == 0.0 and unknown["seed"] == 3 + cfg.seeds.training and unknown["phase"] == "search"
+    assert unknown.billable_s == 0.0 and unknown.seed == 3 + cfg.seeds.training and unknown.phase == "search"
+    assert dict(unknown.phases_s) == {}  # no phase recorded, as the ledger has always written it
 
 
 def test_an_end_is_told_as_its_state_says(tmp_path: Path) -> None:
     cfg = validation.validate(config.load("locomotion", {}, has_gpu=False))
     study = optuna.create_study(directions=["minimize", "minimize"], storage=f"sqlite:///{tmp_path / 's.db'}")
-    rows = [{"success": 0.5}, {"success": 0.7}]
+    rows = [Row.of({"trial": 0, "state": "running", "billable_s": 10.0, "success": s}) for s in (0.5, 0.7)]
+    last = Row.of({"trial": 0, "state": "running", "billable_s": 20.0, "phases_s": {"sim": 20.0}})
     for state, cause in [("reached", "reached"), ("capped", "cap"), ("failed", "failed"), ("pruned", "pruned")]:
         ending = (TrialState(state), EndCause(cause), "")
-        end = study_store.end_row(cfg, PRICE, 0, {}, ending, 20.0, {"billable_s": 20.0, "phases_s": {"sim": 20.0}})
+        end = study_store.end_row(cfg, PRICE, 0, {}, ending, 20.0, last)
         study_store.tell_end(study, study.ask(), rows, end, 0.9)
     reached, capped, failed, pruned = study.trials
     assert reached.state == optuna.trial.TrialState.COMPLETE and reached.constraints == {"success_gap": 0.0}

@@ -15,8 +15,8 @@ def test_the_three_printouts_render_one_summary(tmp_path: Path) -> None:
     run_dir, rows = write_run(tmp_path)
     s = summary.summarize(read_rows(run_dir / "ledger.jsonl"))
     assert s.n_rows == len(rows) and sorted(s.trials) == [0, 1, 2, 3, 4]
-    best = s.recommended
-    assert best is not None and best is s.trials[3] and best.usd_to_target == metrics(rows[6])["usd_to_target"]
+    best, reached = s.recommended, read_rows(run_dir / "ledger.jsonl")[6]
+    assert best is not None and best is s.trials[3] and best.usd_to_target == metrics(reached).usd_to_target
     usd = f"${best.usd_to_target:.4f}"
     assert usd in summary.run_text(s) and usd in summary.text_summary(run_dir)
     assert usd in report._card_html(s)
@@ -48,7 +48,7 @@ def test_a_config_the_confirmation_never_ran_cannot_outrank_a_confirmed_mean() -
     from sweep.analysis.summary import summarize
     from sweep.ledger import Row
 
-    def end(trial: int, num_envs: int, seed: int, seconds: float, phase: str) -> dict:
+    def end(trial: int, num_envs: int, seed: int, seconds: float, phase: str) -> Row:
         params = {"num_envs": num_envs, "num_steps_per_env": 12, "num_mini_batches": 4}
         return Row(
             run_id="r",
@@ -67,7 +67,7 @@ def test_a_config_the_confirmation_never_ran_cannot_outrank_a_confirmed_mean() -
             eval_episodes=256,
             seed=seed,
             phase=phase,
-        ).__dict__
+        )
 
     rows = [end(0, 8192, 1, 30.3, "search"), end(1, 16384, 2, 34.3 - 0.5, "search")]
     rows += [end(2, 8192, 3, 36.6, "confirm"), end(3, 8192, 4, 37.4, "confirm")]
@@ -91,7 +91,7 @@ def test_a_ranking_of_trials_that_all_reached_at_their_first_checkpoint_says_how
     from sweep.ledger import Row
     from sweep.report.page import _card_html
 
-    def row(trial: int, iteration: int, state: str) -> dict:
+    def row(trial: int, iteration: int, state: str) -> Row:
         return Row(
             run_id="r",
             trial=trial,
@@ -108,9 +108,9 @@ def test_a_ranking_of_trials_that_all_reached_at_their_first_checkpoint_says_how
             success_hi=0.97,
             eval_episodes=256,
             seed=trial + 1,
-        ).__dict__
+        )
 
-    def trial(t: int, checkpoints: int) -> list[dict]:
+    def trial(t: int, checkpoints: int) -> list[Row]:
         running = [row(t, 10 * (k + 1), "running") for k in range(checkpoints)]
         return [*running, row(t, 10 * checkpoints, "reached")]
 

@@ -72,9 +72,9 @@ def test_tiny_real_ppo_run_improves_return(tmp_path: Path) -> None:
         assert r.train_success is None or 0 <= r.train_success <= 1
     assert any(r.train_success is not None for r in checkpoints)  # training episodes finished and were counted
     assert all(0 <= r.on_track <= 1 for r in checkpoints)  # the embedded env says, at every checkpoint
-    m = metrics(final.__dict__)
-    assert m["throughput_sps"] > 0 and m["usd"] > 0 and final.phases_s["compile"] > 0
-    assert [round(r.phases_s["answer"] / 0.05) for r in rows] == [0, 1, 2, 3, 4]  # each wait billed, once
+    m = metrics(final)
+    assert m.throughput_sps > 0 and m.usd > 0 and final.phases_s.compile > 0
+    assert [round(r.phases_s.answer / 0.05) for r in rows] == [0, 1, 2, 3, 4]  # each wait billed, once
     # the start-up's steps, each timed, within the start-up phase's seconds
     parts = final.startup_parts_s
     assert set(parts) == {"backend", "env", "eval_env", "learner"} and min(parts.values()) >= 0
@@ -193,5 +193,5 @@ def test_ledger_keeps_rows_when_the_trial_process_is_killed(tmp_path: Path) -> N
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     rows = read_rows(ledger)
-    assert len(rows) >= 2 and all(r["state"] == "running" for r in rows)
-    assert [r["iteration"] for r in rows] == sorted(r["iteration"] for r in rows)
+    assert len(rows) >= 2 and all(r.state == "running" for r in rows)
+    assert [r.iteration for r in rows] == sorted(r.iteration for r in rows)

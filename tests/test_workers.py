@@ -17,7 +17,7 @@ from sweep import config as config_mod
 from sweep.config import Workers, validation
 from sweep.contract import CONTINUE, TrialConfig
 from sweep.execution.workers import WorkerPool, wait_ready
-from sweep.ledger import last_rows, metrics, read_rows
+from sweep.ledger import LedgerView, Row, metrics, read_rows
 from sweep.planner.loop import Planner
 from sweep.planner.phase import Phase
 from sweep.prices import resolve
@@ -50,10 +50,10 @@ def test_the_driver_wakes_as_soon_as_a_worker_reports_a_row() -> None:
         pool.wait_rows(0.01)  # nothing reported: back at the timeout
         waiter = threading.Thread(target=pool.wait_rows, args=(90.0,), daemon=True)
         waiter.start()
-        ray.get(pool.hub.report.remote({"trial": 0, "state": "capped", "billable_s": 1.0}))
+        ray.get(pool.hub.report.remote(Row.of({"trial": 0, "state": "capped", "billable_s": 1.0})))
         waiter.join(45.0)
         assert not waiter.is_alive(), "the driver slept through a reported row"
-        assert [r["trial"] for r in pool.drain_rows()] == [0]
+        assert [r.trial for r in pool.drain_rows()] == [0]
         pool.wait_rows(0.01)  # drained: waits again
     finally:
         pool.shutdown()
@@ -78,7 +78,7 @@ def test_trials_run_on_both_nodes_of_a_two_node_cluster(tmp_path: Path) -> None:
         study = Planner(cfg, run_dir, pool, resolve("custom", usd_per_hour=3600.0), "recorded", 0.02).run()
         ran = [t for t in study.trials if "node" in t.user_attrs]
         assert len({t.user_attrs["node"] for t in ran}) == 2, "trials did not run on both nodes"
-        assert len(last_rows(read_rows(run_dir / "ledger.jsonl"))) == len(study.trials)
+        assert len(LedgerView(read_rows(run_dir / "ledger.jsonl")).last) == len(study.trials)
     finally:
         ray.shutdown()
         cluster.shutdown()
@@ -118,15 +118,15 @@ def test_trials_side_by_side_never_spend_past_the_budget(tmp_path: Path) -> None
     finally:
         ray.shutdown()
     rows = read_rows(run_dir / "ledger.jsonl")
-    ends = last_rows(rows)
+    ends = LedgerView(rows).last
     spans: dict[int, tuple[float, float]] = {}
     for r in rows:
-        lo, hi = spans.get(r["trial"], (r["wall_time"], r["wall_time"]))
-        spans[r["trial"]] = (min(lo, r["wall_time"]), max(hi, r["wall_time"]))
+        lo, hi = spans.get(r.trial, (r.wall_time, r.wall_time))
+        spans[r.trial] = (min(lo, r.wall_time), max(hi, r.wall_time))
     (a0, a1), (b0, b1) = spans[0], spans[1]
     assert a0 < b1 and b0 < a1, "the two initial trials did not run side by side"
-    assert sorted(t for t, r in ends.items() if r["billable_s"] > 0) == [0, 1]  # both capped at $30: no third fits
-    assert sum(metrics(r)["usd"] for r in ends.values()) <= 70.0
+    assert sorted(t for t, r in ends.items() if r.billable_s > 0) == [0, 1]  # both capped at $30: no third fits
+    assert sum(metrics(r).usd for r in ends.values()) <= 70.0
     assert planner.phase.now is Phase.OVER and "budget" in planner.phase.why, planner.phase.log
 
 
@@ -143,14 +143,14 @@ def test_a_gpu_worker_whose_trial_failed_is_replaced_before_the_next_trial(tmp_p
         pid = ray.get(first.__ray_call__.remote(lambda self: __import__("os").getpid()))
         for number, num_envs in enumerate((128, 4096)):  # recorded, then not in the table (failed)
             pool.submit(number, replace(trial, num_envs=num_envs, num_steps_per_env=16), "retire", price, "")
-            rows: list[dict] = []
+            rows: list[Row] = []
             while pool.busy:
                 pool.wait_rows(1.0)
                 for row in pool.drain_rows():
                     rows.append(row)
-                    if row["state"] == "running":  # the planner's answer to each checkpoint
-                        pool.decide(row["trial"], row["iteration"], CONTINUE)
-            assert (rows[-1]["state"] == "failed") == (number == 1), rows[-1]
+                    if row.state == "running":  # the planner's answer to each checkpoint
+                        pool.decide(row.trial, row.iteration, CONTINUE)
+            assert (rows[-1].state == "failed") == (number == 1), rows[-1]
             assert (pool.actors == [first]) == (number == 0)  # kept after a trial that ended, not after a failure
         wait_ready(pool)  # the new worker runs
         with pytest.raises(ray.exceptions.RayActorError):  # and the old one is gone, its process with it

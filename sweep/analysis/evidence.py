@@ -7,12 +7,13 @@ recommended.yaml and the README quote.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from sweep.analysis.figures import TrialFigures
-from sweep.contract import END_STATES, TrialState, stopped_by_cap
-from sweep.ledger import end_label, last_rows, metrics
+from sweep.contract import END_STATES, TrialState
+from sweep.ledger import LedgerView, Row, metrics
 from sweep.params import TrialParams
 
 #: Student t 0.975 quantiles for 1-30 degrees of freedom (scipy.stats.t.ppf, to 6 decimals); above 30 an expansion.
@@ -116,40 +117,45 @@ def rank_key(c: ConfigStat) -> tuple:
     return (c.race_mean is None, not c.confirmed, c.censored, c.race_mean or 0.0, c.trials[0])
 
 
-def config_stats(rows: list[dict]) -> list[ConfigStat]:
-    """Every config that ran, with its seeds and mean costs, best first (:func:`rank_key`)."""
-    groups: dict[tuple, list[dict]] = {}
-    ends = last_rows(rows)
+def config_stats(rows: Iterable[Row], phase: str | None = None) -> list[ConfigStat]:
+    """Every config that ran (of the study ``phase``, or of both), with its seeds and mean costs, best first
+    (:func:`rank_key`); kept by the rows' view until its next row."""
+    return LedgerView.of(rows).derived(_config_stats, phase)
+
+
+def _config_stats(view: LedgerView, phase: str | None) -> list[ConfigStat]:
+    groups: dict[tuple, list[Row]] = {}
+    ends = view.last
     for r in (ends[t] for t in sorted(ends)):
-        if r["state"] in END_STATES and end_label(r) != "not run":
-            groups.setdefault(TrialParams.identity(r["params"]), []).append(r)
+        if r.state in END_STATES and r.ran and (phase is None or r.phase == phase):
+            groups.setdefault(TrialParams.identity(r.params), []).append(r)
     stats = []
     for key, members in groups.items():
-        reached = [r for r in members if r["state"] == TrialState.REACHED]
-        counted = [r for r in members if r["state"] == TrialState.REACHED or stopped_by_cap(r)]
-        usd = tuple(float(metrics(r)["usd_to_target"]) for r in reached)
-        race = tuple(float(metrics(r)["race_usd"]) for r in counted)
+        reached = [r for r in members if r.state == TrialState.REACHED]
+        counted = [r for r in members if r.state == TrialState.REACHED or r.censored]
+        usd = tuple(float(metrics(r).usd_to_target or 0.0) for r in reached)
+        race = tuple(float(metrics(r).race_usd) for r in counted)
         mean, lo, hi = _t_interval(usd)
         race_mean, race_lo, race_hi = _t_interval(race)
         stats.append(
             ConfigStat(
                 key=key,
-                params=members[0]["params"],
-                trials=tuple(int(r["trial"]) for r in members),
-                seeds=tuple(int(r.get("seed", 0)) for r in members),
-                reached_trials=tuple(int(r["trial"]) for r in reached),
+                params=members[0].params,
+                trials=tuple(r.trial for r in members),
+                seeds=tuple(int(r.seed) for r in members),
+                reached_trials=tuple(r.trial for r in reached),
                 usd_to_target=usd,
                 mean_usd=mean,
                 lo=lo,
                 hi=hi,
-                counted_trials=tuple(int(r["trial"]) for r in counted),
+                counted_trials=tuple(r.trial for r in counted),
                 race_usd=race,
-                censored_trials=tuple(int(r["trial"]) for r in counted if r["state"] != TrialState.REACHED),
+                censored_trials=tuple(r.trial for r in counted if r.state != TrialState.REACHED),
                 race_mean=race_mean,
                 race_lo=race_lo,
                 race_hi=race_hi,
-                baseline=any(r.get("baseline") for r in members),
-                confirmed=any(r.get("phase") == "confirm" for r in members),
+                baseline=any(r.baseline for r in members),
+                confirmed=any(r.phase == "confirm" for r in members),
             )
         )
     return sorted(stats, key=rank_key)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sweep.ledger import end_label, metrics
+from sweep.contract import TrialState
+from sweep.ledger import Row, end_label, metrics
 
 
 @dataclass(frozen=True)
@@ -15,7 +16,7 @@ class TrialFigures:
     :func:`sweep.ledger.metrics` over the denominator its name says."""
 
     trial: int
-    state: str
+    state: TrialState
     """The ledger state: running / reached / capped / pruned / failed."""
     label: str
     """The state shown in counts: 'not run' for a config told PRUNED without running (:func:`end_label`)."""
@@ -58,35 +59,35 @@ class TrialFigures:
     """USD so far on equal terms (without start-up and compilation)."""
 
     @classmethod
-    def of(cls, row: dict) -> TrialFigures:
+    def of(cls, row: Row) -> TrialFigures:
         m = metrics(row)
         return cls(
-            trial=int(row["trial"]),
-            state=row["state"],
+            trial=row.trial,
+            state=row.state,
             label=end_label(row),
-            reason=row.get("reason", ""),
-            params=row["params"],
-            seed=int(row.get("seed", 0)),
-            env_steps=int(row["env_steps"]),
-            training_s=m["training_s"],
-            throughput_sps=m["throughput_sps"],
-            wall_s=m["wall_s"],
-            usd=m["usd"],
-            usd_to_target=m["usd_to_target"],
-            race_usd_to_target=m["race_usd_to_target"],
-            one_time_s=m["one_time_s"],
-            wall_to_target_s=m["wall_to_target_s"],
-            success=row.get("success"),
-            success_lo=row.get("success_lo"),
-            success_hi=row.get("success_hi"),
-            success_max=row.get("success_max"),
-            eval_episodes=int(row.get("eval_episodes", 0)),
-            bottleneck=m["bottleneck"],
-            price_label=row.get("price_label", ""),
-            price_usd_per_hour=float(row["price_usd_per_hour"]),
-            device=row.get("device", ""),
-            checkpoint=row.get("checkpoint") or None,
-            phase=row.get("phase", "search"),
-            baseline=bool(row.get("baseline", False)),
-            race_usd=m["race_usd"],
+            reason=row.reason,
+            params=row.params,
+            seed=int(row.seed),
+            env_steps=int(row.env_steps),
+            training_s=m.training_s,
+            throughput_sps=m.throughput_sps,
+            wall_s=m.wall_s,
+            usd=m.usd,
+            usd_to_target=m.usd_to_target,
+            race_usd_to_target=m.race_usd_to_target,
+            one_time_s=m.one_time_s,
+            wall_to_target_s=m.wall_to_target_s,
+            success=row.success,
+            success_lo=row.success_lo,
+            success_hi=row.success_hi,
+            success_max=row.success_max,
+            eval_episodes=int(row.eval_episodes),
+            bottleneck=m.bottleneck,
+            price_label=row.price_label,
+            price_usd_per_hour=float(row.price_usd_per_hour),
+            device=row.device,
+            checkpoint=row.checkpoint or None,
+            phase=row.phase,
+            baseline=bool(row.baseline),
+            race_usd=m.race_usd,
         )

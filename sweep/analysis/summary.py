@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 from sweep.analysis.evidence import Payback, Recommendation, config_stats, payback, recommend
 from sweep.analysis.figures import TrialFigures
 from sweep.contract import TrialState
-from sweep.ledger import end_label, last_rows, metrics, read_rows, summary_figures
+from sweep.ledger import LedgerView, Row, end_label, metrics, read_rows, summary_figures
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class Closest:
     usd: float
     """What it spent in all (its latest row)."""
     state: str
+    """How it ended, as counts show it (:func:`~sweep.ledger.end_label`)."""
     change: str
     """The key that would most likely let it reach (a per-trial cap, the study budget, or the target itself)."""
 
@@ -88,42 +90,44 @@ class Summary:
         return reasons.most_common(1)[0] if reasons else None
 
 
-def summarize(rows: list[dict]) -> Summary:
-    """The one summary of a ledger (all figures derived from its rows)."""
-    figures = summary_figures(rows)
-    trials = {t: TrialFigures.of(r) for t, r in last_rows(rows).items()}
-    rec = recommend(config_stats(rows), trials)
+def summarize(rows: Iterable[Row]) -> Summary:
+    """The one summary of a ledger (all figures derived from its rows; kept by its view until the next row)."""
+    return LedgerView.of(rows).derived(_summarize)
+
+
+def _summarize(view: LedgerView) -> Summary:
+    figures = summary_figures(view)
+    trials = {t: TrialFigures.of(r) for t, r in view.last.items()}
+    rec = recommend(config_stats(view), trials)
     by_phase: dict[str, float] = {}
     for t in trials.values():
         by_phase[t.phase] = by_phase.get(t.phase, 0.0) + t.usd
     return Summary(
-        total_usd=figures["total_usd"],
-        usd_by_state=figures["usd_by_state"],
-        pruned_failed_share=figures["pruned_failed_share"],
+        total_usd=figures.total_usd,
+        usd_by_state=figures.usd_by_state,
+        pruned_failed_share=figures.pruned_failed_share,
         trials_by_state=dict(Counter(t.label for t in trials.values())),
-        pareto=figures["pareto"],
-        usd_per_reached=figures["usd_per_reaching_trial"],
+        pareto=figures.pareto,
+        usd_per_reached=figures.usd_per_reaching_trial,
         trials=trials,
         recommended=rec.trial if rec is not None else None,
         recommendation=rec,
         usd_by_phase=by_phase,
-        closest=closest_trial(rows) if rec is None else None,
-        n_rows=len(rows),
-        reached_first=reached_at_first_checkpoint(rows),
-        payback=payback(rec, figures["total_usd"]) if rec is not None else None,
+        closest=closest_trial(view) if rec is None else None,
+        n_rows=len(view),
+        reached_first=reached_at_first_checkpoint(view),
+        payback=payback(rec, figures.total_usd) if rec is not None else None,
     )
 
 
-def reached_at_first_checkpoint(rows: list[dict]) -> int:
+def reached_at_first_checkpoint(rows: Iterable[Row]) -> int:
     """Reached trials whose reaching row is at the earliest iteration of any of their rows (their first
     checkpoint)."""
+    view = LedgerView.of(rows)
     first: dict[int, int] = {}
-    for r in rows:
-        it = r.get("iteration", 0)
-        first[r["trial"]] = min(first.get(r["trial"], it), it)
-    return sum(
-        r["state"] == TrialState.REACHED and r.get("iteration", 0) == first[t] for t, r in last_rows(rows).items()
-    )
+    for r in view:
+        first[r.trial] = min(first.get(r.trial, r.iteration), r.iteration)
+    return sum(r.state == TrialState.REACHED and r.iteration == first[t] for t, r in view.last.items())
 
 
 def short_reason(reason: str, width: int = 160) -> str:
@@ -157,24 +161,24 @@ def resolution_line(s: Summary) -> str | None:
     )
 
 
-def closest_trial(rows: list[dict]) -> Closest | None:
+def closest_trial(rows: Iterable[Row]) -> Closest | None:
     """When no trial reached the target: the trial with the best held-out success, how it ended, and the key
     that would most likely let it reach (a per-trial cap, the study budget, or the target itself)."""
-    evaluated = [r for r in rows if r.get("success") is not None]
+    view = LedgerView.of(rows)
+    evaluated = [(r.success, r) for r in view if r.success is not None]
     if not evaluated:
         return None
-    best = max(evaluated, key=lambda r: (r["success"], -r["billable_s"]))
-    end = last_rows(rows)[best["trial"]]
-    reason = end.get("reason", "")
-    if "per-trial cap" in reason:
+    success, best = max(evaluated, key=lambda x: (x[0], -x[1].billable_s))
+    end = view.last[best.trial]
+    if "per-trial cap" in end.reason:
         key = "budget.trial_usd (the per-trial cap stopped it)"
-    elif end["state"] == TrialState.CAPPED:
+    elif end.state == TrialState.CAPPED:
         key = "budget.usd (the study budget ran out while it trained)"
-    elif end["state"] == TrialState.PRUNED:
+    elif end.state == TrialState.PRUNED:
         key = "search.prune=false or budget.trial_usd (the planner stopped it on cost)"
     else:
         key = "target.success, or budget.trial_usd for longer trials"
-    return Closest(best["trial"], best["params"], best["success"], metrics(end)["usd"], end_label(end), key)
+    return Closest(best.trial, best.params, success, metrics(end).usd, end_label(end), key)
 
 
 def closest_line(s: Summary) -> str:

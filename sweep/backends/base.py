@@ -20,7 +20,14 @@ from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
 from sweep.backends.policy import MlpPolicy, PolicyShape
+from sweep.contract import TrialRunner
 from sweep.errors import ConfigError
+
+#: The default memory model (:meth:`Backend.memory_gib`), the embedded MJX task's measured order: device bytes per
+#: env of the simulator state plus XLA work buffers, and rollout-storage bytes per env per horizon step (obs x2,
+#: actions, values, log-probs, ... in float32).
+SIM_BYTES_PER_ENV = 256 * 1024
+STORAGE_BYTES_PER_ENV_STEP = 1024
 
 
 class TaskEnv(VecEnv):
@@ -203,6 +210,29 @@ class Backend(ABC):
     def versions(self) -> dict[str, str]:
         """Package versions that define this backend's physics, for the exported YAML."""
         return {}
+
+    def memory_gib(self, num_envs: int, num_steps_per_env: int, eval_episodes: int) -> float:
+        """Order-of-magnitude device memory of a config (GiB): the simulator's training and held-out envs and the
+        rollout storage, by the embedded task's measured sizes unless a backend knows its own. The planner marks
+        configs that would not fit as infeasible, nothing run."""
+        sim = (num_envs + eval_episodes) * SIM_BYTES_PER_ENV
+        return (sim + num_envs * num_steps_per_env * STORAGE_BYTES_PER_ENV_STEP) / 2**30
+
+    def trial_runner(self) -> TrialRunner | None:
+        """The runner of this backend's trials when they are not simulated by :func:`sweep.trial.runner.run_trial`
+        (the replay serves recorded trials); None, the default: simulated."""
+        return None
+
+    def export_section(self, cfg: Any, agent_cfg: dict[str, Any]) -> dict[str, Any]:
+        """What ``recommended.yaml`` holds for this backend besides the common sections, from the trial's config and
+        the rsl-rl ``agent_cfg`` it trained with: top-level keys, which may replace ``agent`` with what the backend's
+        own trainer reads. Nothing by default."""
+        return {}
+
+    def trainer_command(self, doc: dict[str, Any]) -> str | None:
+        """The line that trains the recommended config in the backend's own trainer, from the ``recommended.yaml``
+        document ``doc`` (its :meth:`export_section`); None where the backend has no trainer of its own."""
+        return None
 
 
 def resolve_device(device: str) -> str:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -23,15 +24,16 @@ from sweep.contract import (
     Ending,
     Sink,
     TrialConfig,
+    TrialRunner,
     TrialState,
     cap_reached,
-    end_cause,
     end_state,
     one_time_s,
 )
 from sweep.errors import ConfigError
-from sweep.ledger import Row, TrialRows, end_label, read_rows
+from sweep.ledger import Progress, Row, TrialRows, read_rows
 from sweep.params import TrialParams, trial_params
+from sweep.record import recorded_cause
 
 #: Seconds a recorded checkpoint may lie past a cap and still be the cap's own pass (float rounding of the cap,
 #: which the planner derives from a recorded cost: a repeat of the best config is capped at exactly its cost).
@@ -54,6 +56,44 @@ def load_table(path: str) -> dict[str, Any]:
     return table
 
 
+@dataclass(frozen=True)
+class Recording:
+    """One recorded trial of a table: its config, its training seed, its progress at every checkpoint (the ledger
+    rows' figures, read by :meth:`~sweep.record.Progress.of`) and how it ended."""
+
+    params: dict[str, Any]
+    """The config as recorded (either spelling of the flags)."""
+    key: tuple
+    """Its identity (:meth:`~sweep.params.TrialParams.identity`)."""
+    seed: int | None
+    """The training seed it was recorded with (None in tables that did not say)."""
+    curve: tuple[Progress, ...]
+    """Its figures at each checkpoint, oldest first."""
+    state: TrialState
+    """How it ended (capped where the recording says nothing)."""
+    reason: str
+    cause: EndCause | None
+    """Why it ended: the recording's own, else what its state and reason say (:func:`~sweep.record.recorded_cause`)."""
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> Recording:
+        """A table's trial record (``benchmarks/record_trials.py``'s format)."""
+        curve = tuple(Progress.of(point) for point in data["curve"])
+        end = {**(data["curve"][-1] if data["curve"] else {}), **data.get("end", {})}
+        state = TrialState(end.get("state", TrialState.CAPPED))
+        reason = str(end.get("reason", "recording ended"))
+        given = end.get("cause") or None
+        cause = EndCause(given) if given else recorded_cause(state, reason, end.get("billable_s", 0.0))
+        params = data["params"]
+        return cls(params, TrialParams.identity(params), data.get("seed"), curve, state, reason, cause)
+
+
+@cache
+def recordings(path: str) -> tuple[Recording, ...]:
+    """The recorded trials of the table at ``path`` (:func:`load_table`), typed (cached per path)."""
+    return tuple(Recording.of(t) for t in load_table(path)["trials"])
+
+
 class ReplayBackend(Backend):
     """Registry entry ``replay``: describes recorded trials to the config checks (profile, control period).
     It builds nothing: the workers run these trials with :func:`replay_trial` (``backend_options.table``)."""
@@ -71,8 +111,12 @@ class ReplayBackend(Backend):
     def control_dt_s(self, profile: str) -> float:
         return 0.02
 
+    def trial_runner(self) -> TrialRunner:
+        """Recorded trials are served, not simulated: :func:`replay_trial`."""
+        return replay_trial
 
-def pick_record(matches: list[dict], seed: int, earlier: Sequence[int] = ()) -> dict:
+
+def pick_record(matches: list[Recording], seed: int, earlier: Sequence[int] = ()) -> Recording:
     """The recording a trial with training ``seed`` replays among a config's repeats: the one recorded with that
     seed if there is one, else repeat ``seed % len(matches)`` (a table holds a few seeds; a study may ask for more).
     ``earlier``: the other seeds the study already ran this config on, in order; a new seed replays a recording
@@ -80,7 +124,7 @@ def pick_record(matches: list[dict], seed: int, earlier: Sequence[int] = ()) -> 
     as far as the table allows, whatever the step between the seeds the study hands out."""
     used: list[int] = []
     for s in [*dict.fromkeys(x for x in earlier if x != seed), seed]:
-        exact = [i for i, t in enumerate(matches) if t.get("seed") == s and i not in used]
+        exact = [i for i, t in enumerate(matches) if t.seed == s and i not in used]
         start = s % len(matches)
         free = [i for i in ((start + k) % len(matches) for k in range(len(matches))) if i not in used]
         used.append(exact[0] if exact else free[0] if free else start)
@@ -94,8 +138,8 @@ def seeds_before(out_dir: str | Path | None, key: tuple, trial: int) -> list[int
     if path is None or not path.is_file():
         return []
     rows = read_rows(path)
-    ran = [r for r in rows if int(r["trial"]) < trial and end_label(r) != "not run"]
-    return list(dict.fromkeys(int(r["seed"]) for r in ran if TrialParams.identity(r["params"]) == key))
+    ran = [r for r in rows if r.trial < trial and r.ran]
+    return list(dict.fromkeys(r.seed for r in ran if TrialParams.identity(r.params) == key))
 
 
 def replay_trial(
@@ -118,32 +162,35 @@ def replay_trial(
     time_scale = float(options.get("time_scale", 0.0))
     params = trial_params(cfg)
     rows = TrialRows(run_id, trial, params, cfg.seed, price_usd_per_hour, price_label, cfg.phase, cfg.baseline)
-    served = {"device": table.get("device", "recorded"), "checkpoint": ""}  # a replayed trial saves no model
+    device = table.get("device", "recorded")
 
-    def end(rec: dict, ending: Ending) -> Row:
+    def served(point: Progress) -> Progress:
+        return replace(point, device=device, checkpoint="")  # a replayed trial saves no model
+
+    def end(point: Progress, ending: Ending) -> Row:
         state, cause, reason = ending
-        final = rows.row(state, {**rec, **served}, reason, cause)
+        final = rows.row(state, served(point), reason, cause)
         sink(final)
         return final
 
-    matches = [t for t in table["trials"] if TrialParams.identity(t["params"]) == TrialParams.identity(params)]
+    key = TrialParams.identity(params)
+    matches = [t for t in recordings(str(options["table"])) if t.key == key]
     if not matches:
-        return end({}, (TrialState.FAILED, EndCause.FAILED, f"no recorded trial for {TrialParams.of(params)}"))
-    record = pick_record(matches, cfg.seed, seeds_before(out_dir, TrialParams.identity(params), trial))
+        return end(Progress(), (TrialState.FAILED, EndCause.FAILED, f"no recorded trial for {TrialParams.of(params)}"))
+    record = pick_record(matches, cfg.seed, seeds_before(out_dir, key, trial))
     previous_s = 0.0
-    for rec in record["curve"]:
+    for point in record.curve:
         if time_scale > 0:
-            time.sleep(time_scale * max(0.0, rec["billable_s"] - previous_s))
-        previous_s = rec["billable_s"]
+            time.sleep(time_scale * max(0.0, point.billable_s - previous_s))
+        previous_s = point.billable_s
         # A checkpoint recorded at the cap itself (to float rounding) is the cap's pass, which a real trial runs.
-        capped = cap_reached(cfg, rec["billable_s"] - CAP_ROUNDING_S, rec["phases_s"])
+        capped = cap_reached(cfg, point.billable_s - CAP_ROUNDING_S, point.phases_s)
         if capped:  # the trial would have stopped at its cap: bill up to there, not the whole recorded stretch
-            one_time = one_time_s(rec["phases_s"])
+            one_time = one_time_s(point.phases_s)
             limit = min(cfg.cap_s, one_time + cfg.race_cap_s if cfg.race_cap_s is not None else cfg.cap_s)
-            return end(dict(rec, billable_s=limit), capped)
-        ending = end_state(rec.get("success"), cfg.target, sink(rows.row(TrialState.RUNNING, {**rec, **served})))
+            return end(replace(point, billable_s=limit), capped)
+        ending = end_state(point.success, cfg.target, sink(rows.row(TrialState.RUNNING, served(point))))
         if ending is not None:
-            return end(rec, ending)
-    final = record["curve"][-1] if record["curve"] else {}
-    last = {"state": TrialState.CAPPED, "reason": "recording ended", **final, **record.get("end", {})}
-    return end(final, (TrialState(last["state"]), end_cause(last), last["reason"]))  # a recording says no cause
+            return end(point, ending)
+    final = record.curve[-1] if record.curve else Progress()
+    return end(final, (record.state, record.cause, record.reason))

@@ -13,6 +13,7 @@ from sweep.config.compose import (
     structured,
 )
 from sweep.config.schema import (
+    KNOB_NAMES,
     Baseline,
     Budget,
     Confirm,
@@ -28,6 +29,7 @@ from sweep.config.schema import (
 from sweep.config.searchers import SEARCHERS, searcher_target
 
 __all__ = [
+    "KNOB_NAMES",
     "SEARCHERS",
     "Baseline",
     "Budget",

@@ -3,7 +3,7 @@ structured schema that space files and the command line are checked against (:mo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 
@@ -19,6 +19,10 @@ class Knobs:
     """PPO mini-batches per epoch."""
     flags: dict[str, list[Any]] = field(default_factory=dict)
     """Performance flags: name -> choices (see sweep.perf.CATALOG); absent flags keep their defaults."""
+
+
+#: The knobs of every space besides its flags, by name: the fields of :class:`Knobs` but ``flags``.
+KNOB_NAMES = tuple(f.name for f in fields(Knobs) if f.name != "flags")
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import fields, is_dataclass, replace
 from typing import Any, get_args, get_origin, get_type_hints
 
-from sweep.config import Confirm, RunConfig
+from sweep.config import KNOB_NAMES, Confirm, RunConfig
 from sweep.config.searchers import searcher_target
 from sweep.errors import ConfigError
 from sweep.params import flag_name
@@ -20,7 +20,7 @@ def _knob_choices(cfg: RunConfig, key: str) -> list[Any] | None:
     name = flag_name(key)
     if name is not None:
         return cfg.knobs.flags.get(name)
-    return getattr(cfg.knobs, key) if key in ("num_envs", "num_steps_per_env", "num_mini_batches") else None
+    return getattr(cfg.knobs, key) if key in KNOB_NAMES else None
 
 
 def drop_unfit_initial(cfg: RunConfig) -> tuple[RunConfig, list[str]]:
@@ -79,7 +79,7 @@ def _validate_confirm(cfg: RunConfig) -> None:
         raise ConfigError(f"{where}: confirm.budget_share: must be in [0, 1) (got {c.budget_share})")
     if c.race_factor < 1:
         raise ConfigError(f"{where}: confirm.race_factor: must be >= 1 (got {c.race_factor})")
-    for key in ("num_envs", "num_steps_per_env", "num_mini_batches"):
+    for key in KNOB_NAMES:
         value = getattr(c.baseline, key)
         if value is not None and value <= 0:
             raise ConfigError(f"{where}: confirm.baseline.{key}: must be a positive integer (got {value})")
@@ -100,7 +100,7 @@ def _validate_confirm(cfg: RunConfig) -> None:
             f"{RESERVE_MARGIN - 1:.0%}); raise the share or the budget, or set confirm.seeds=1",
             keys=("budget.usd", "budget.trial_usd"),
         )
-    for key in ("num_envs", "num_steps_per_env", "num_mini_batches"):
+    for key in KNOB_NAMES:
         if getattr(c.baseline, key) is None and len(getattr(cfg.knobs, key)) != 1:
             raise ConfigError(
                 f"{where}: confirm.baseline.{key}: the space has several choices {getattr(cfg.knobs, key)}; "
@@ -207,7 +207,7 @@ def _validate(cfg: RunConfig) -> RunConfig:
     backend = get_backend(cfg.backend, key=f"{where}: backend")
     if cfg.profile != "auto":
         backend.check_profile(cfg.profile, key=f"{where}: profile")
-    for key in ("num_envs", "num_steps_per_env", "num_mini_batches"):
+    for key in KNOB_NAMES:
         choices = getattr(cfg.knobs, key)
         if not choices:
             raise ConfigError(f"{where}: knobs.{key}: no choices; give at least one value")

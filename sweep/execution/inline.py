@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from sweep.contract import CONTINUE, TrialConfig, TrialState
+from sweep.contract import CONTINUE, Row, TrialConfig, TrialState
 from sweep.trial.runner import runner_for
 
 
@@ -20,7 +20,7 @@ class InlinePool:
     size = 1
 
     def __init__(self) -> None:
-        self.rows: list[dict] = []
+        self.rows: list[Row] = []
         self.lock = threading.Lock()
         self.answers: dict[tuple[int, int], tuple[threading.Event, list[str]]] = {}
         self.threads: dict[int, threading.Thread] = {}
@@ -33,14 +33,14 @@ class InlinePool:
         return self.size - len(self.busy)
 
     def submit(self, trial: int, cfg: TrialConfig, run_id: str, price: Any, out_dir: str) -> str:
-        def sink(row: Any) -> str:
+        def sink(row: Row) -> str:
             event, answer = threading.Event(), [CONTINUE]
             key = (row.trial, row.iteration)
             if row.state == TrialState.RUNNING:
                 with self.lock:
                     self.answers[key] = (event, answer)
             with self.lock:
-                self.rows.append(row.__dict__)
+                self.rows.append(row)
             self.arrived.set()
             if row.state == TrialState.RUNNING:
                 event.wait(30)
@@ -63,7 +63,7 @@ class InlinePool:
         thread.start()
         return "inline"
 
-    def drain_rows(self) -> list[dict]:
+    def drain_rows(self) -> list[Row]:
         ended = {t for t in self.busy if not self.threads[t].is_alive()}  # before the rows: theirs are all sent
         with self.lock:
             rows, self.rows = self.rows, []

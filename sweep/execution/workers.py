@@ -16,7 +16,7 @@ from dataclasses import asdict
 from typing import Any
 
 from sweep.config import Workers
-from sweep.contract import Decision, TrialState
+from sweep.contract import Decision, Row, TrialState
 from sweep.errors import ConfigError, SweepError, require
 from sweep.prices import Price
 
@@ -45,16 +45,16 @@ def _hub_class() -> Any:
             import asyncio
 
             self.asyncio = asyncio
-            self.rows: list[dict] = []
+            self.rows: list[Row] = []
             self.answers: dict[tuple[int, int], Any] = {}
             self.arrived = asyncio.Event()
 
-        async def report(self, row: dict) -> str:
+        async def report(self, row: Row) -> str:
             self.rows.append(row)
             self.arrived.set()
-            if row["state"] != TrialState.RUNNING:
+            if row.state != TrialState.RUNNING:
                 return Decision.CONTINUE
-            key = (int(row["trial"]), int(row["iteration"]))
+            key = (row.trial, row.iteration)
             future = self.answers.setdefault(key, self.asyncio.get_running_loop().create_future())
             try:
                 return await self.asyncio.wait_for(future, ANSWER_TIMEOUT_S)
@@ -63,7 +63,7 @@ def _hub_class() -> Any:
             finally:
                 self.answers.pop(key, None)
 
-        async def drain(self) -> list[dict]:
+        async def drain(self) -> list[Row]:
             rows, self.rows = self.rows, []
             return rows
 
@@ -102,15 +102,16 @@ def _worker_class() -> Any:
 
             preload.start(plan)
 
-        def run(self, cfg: dict, run_id: str, trial: int, price: dict, out_dir: str, hub: Any) -> dict:
+        def run(self, cfg: dict, run_id: str, trial: int, price: dict, out_dir: str, hub: Any) -> Row:
             from sweep.contract import TrialConfig
             from sweep.trial.runner import runner_for
 
-            def sink(row: Any) -> str:
-                return ray.get(hub.report.remote(row.__dict__))
+            def sink(row: Row) -> str:
+                return ray.get(hub.report.remote(row))
 
-            final = runner_for(cfg["backend"])(
-                TrialConfig(**cfg),
+            trial_cfg = TrialConfig(**cfg)
+            return runner_for(trial_cfg.backend)(
+                trial_cfg,
                 sink,
                 run_id=run_id,
                 trial=trial,
@@ -118,7 +119,6 @@ def _worker_class() -> Any:
                 price_label=price["label"],
                 out_dir=out_dir,
             )
-            return final.__dict__
 
     return TrialWorker
 
@@ -227,7 +227,7 @@ class WorkerPool:
         self.busy[ref] = (trial, actor)
         return self._nodes[actor]
 
-    def drain_rows(self) -> list[dict]:
+    def drain_rows(self) -> list[Row]:
         """Rows workers reported since the last call; finished trials free their actor."""
         rows = self.ray.get(self.hub.drain.remote())
         if self.busy:
@@ -241,7 +241,7 @@ class WorkerPool:
                     self._finished.append((trial, _one_line(exc)))
                     self._replace(actor)
                     continue
-                if self.retire_failed and final.get("state") == TrialState.FAILED:
+                if self.retire_failed and final.state == TrialState.FAILED:
                     self._replace(actor)
             if done:  # rows sent just before the trial returned
                 rows += self.ray.get(self.hub.drain.remote())

@@ -11,7 +11,7 @@ exported YAML.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from sweep.errors import ConfigError
@@ -19,7 +19,7 @@ from sweep.errors import ConfigError
 
 @dataclass(frozen=True)
 class Flag:
-    """One performance switch."""
+    """One performance switch, as the catalog describes it (:data:`CATALOG`)."""
 
     name: str
     default: Any
@@ -31,126 +31,144 @@ class Flag:
     where: str
     """The one place the flag is applied."""
     tolerance: str = "bitwise"
+    acts_in: str = ""
+    """Who applies it, when not the agent config or the process: 'ppo' (this package's PPO subclass,
+    :data:`UPDATE_FLAGS`) or 'backend' (the simulator, :data:`BACKEND_FLAGS`)."""
 
 
-CATALOG: dict[str, Flag] = {
-    f.name: f
-    for f in (
-        Flag(
-            "fused_optimizer",
-            False,
-            (False, True),
-            "build Adam with fused=True (one kernel for all parameters) instead of rsl-rl's default foreach Adam",
-            True,
-            "sweep.perf.ppo.FastPPO.__init__ (rebuilds the optimizer)",
-            "losses within 1e-5 relative",
-        ),
-        Flag(
-            "deferred_episode_stats",
-            False,
-            (False, True),
-            "keep finished-episode returns on the device and read them once per logged iteration, not every step",
-            True,
-            "sweep.perf.stats.EpisodeStats.update",
-        ),
-        Flag(
-            "fast_finite_check",
-            False,
-            (False, True),
-            "replace the per-step NaN scans of observations/rewards (check_for_nan) with one finite check of the "
-            "clipped gradient norm per mini-batch; a non-finite step is skipped and counted",
-            True,
-            "sweep.perf.ppo.FastPPO.update (and the rollout skips check_nan)",
-        ),
-        Flag(
-            "lazy_loss_readout",
-            False,
-            (False, True),
-            "sum PPO losses on the device and read them once per logged iteration, not 3 .item() per mini-batch",
-            True,
-            "sweep.perf.ppo.FastPPO.update",
-        ),
-        Flag(
-            "log_every",
-            1,
-            (1, 10, 0),
-            "read and report losses every N iterations (0: never; divergence is then caught by the finite check)",
-            True,
-            "sweep.trial.learner.SweepLoop (log phase)",
-        ),
-        Flag(
-            "critic_chunk",
-            0,
-            (0, 16384),
-            "evaluate the critic in chunks of N samples during the update (0: whole mini-batch); bounds peak memory",
-            True,
-            "sweep.perf.ppo.FastPPO._values",
-            "losses within 1e-5 relative",
-        ),
-        Flag(
-            "torch_compile",
-            "none",
-            ("none", "default"),
-            "torch.compile actor and critic (rsl-rl's torch_compile_mode); changes kernels, so float rounding",
-            False,
-            "agent config torch_compile_mode (rsl-rl PPO.compile)",
-        ),
-        Flag(
-            "tf32",
-            False,
-            (False, True),
-            "allow TF32 matmuls on Ampere+ GPUs: faster, changes numerics (10-bit mantissa inputs)",
-            False,
-            "sweep.perf.apply.apply_to_algorithm (torch.backends matmul precision)",
-        ),
-        Flag(
-            "bf16_update",
-            False,
-            (False, True),
-            "bf16 autocast in the PPO update (rsl-rl's use_mixed_precision); changes numerics",
-            False,
-            "agent config algorithm.use_mixed_precision",
-        ),
-        Flag(
-            "buffer_donation",
-            False,
-            (False, True),
-            "MJX: donate the simulator state to the jitted step so XLA updates it in place (no new buffers)",
-            True,
-            "sweep.backends.mjx.locomotion (jax.jit donate_argnums)",
-        ),
-        Flag(
-            "cuda_graph_update",
-            False,
-            (False, True),
-            "CUDA only (ignored on CPU): capture each PPO mini-batch step (forward, backward, clipping, "
-            "capturable fused Adam, adaptive learning rate on the device) in a CUDA graph; losses as eager to float "
-            "rounding, but the discarded action sample is not drawn, so later rollouts' random numbers change",
-            False,
-            "sweep.perf.graphs.GraphedUpdate",
-        ),
-        Flag(
-            "compile_cache",
-            False,
-            (False, True),
-            "JAX persistent compilation cache in ~/.cache/sweep/jax (and, for the embedded task, each env shape's "
-            "functions lowered in its exported/ folder): later processes skip most XLA compilation and tracing",
-            True,
-            "sweep.perf.apply.enable_compile_cache (JAX config)",
-        ),
+def _flag(default: Any, choices: tuple[Any, ...], description: str, exact: bool, where: str, **more: str) -> Any:
+    """A field of :class:`Flags`: the flag's default, and the rest of what the catalog says of it (:class:`Flag`)."""
+    about = {"choices": choices, "description": description, "exact": exact, "where": where, **more}
+    return field(default=default, metadata=about)
+
+
+@dataclass(frozen=True)
+class Flags(Mapping[str, Any]):
+    """A trial's performance flags, every one resolved (defaults filled in, values checked) once, where the trial is
+    built (:meth:`of`); each layer that acts on a flag reads this object, by attribute or as a read-only mapping.
+    Each flag is written here once, as a field: its default and what the catalog says of it (:data:`CATALOG` is
+    read from these fields)."""
+
+    fused_optimizer: bool = _flag(
+        False,
+        (False, True),
+        "build Adam with fused=True (one kernel for all parameters) instead of rsl-rl's default foreach Adam",
+        True,
+        "sweep.perf.ppo.FastPPO.__init__ (rebuilds the optimizer)",
+        tolerance="losses within 1e-5 relative",
+        acts_in="ppo",
     )
-}
+    deferred_episode_stats: bool = _flag(
+        False,
+        (False, True),
+        "keep finished-episode returns on the device and read them once per logged iteration, not every step",
+        True,
+        "sweep.perf.stats.EpisodeStats.update",
+    )
+    fast_finite_check: bool = _flag(
+        False,
+        (False, True),
+        "replace the per-step NaN scans of observations/rewards (check_for_nan) with one finite check of the "
+        "clipped gradient norm per mini-batch; a non-finite step is skipped and counted",
+        True,
+        "sweep.perf.ppo.FastPPO.update (and the rollout skips check_nan)",
+        acts_in="ppo",
+    )
+    lazy_loss_readout: bool = _flag(
+        False,
+        (False, True),
+        "sum PPO losses on the device and read them once per logged iteration, not 3 .item() per mini-batch",
+        True,
+        "sweep.perf.ppo.FastPPO.update",
+        acts_in="ppo",
+    )
+    log_every: int = _flag(
+        1,
+        (1, 10, 0),
+        "read and report losses every N iterations (0: never; divergence is then caught by the finite check)",
+        True,
+        "sweep.trial.learner.SweepLoop (log phase)",
+    )
+    critic_chunk: int = _flag(
+        0,
+        (0, 16384),
+        "evaluate the critic in chunks of N samples during the update (0: whole mini-batch); bounds peak memory",
+        True,
+        "sweep.perf.ppo.FastPPO._values",
+        tolerance="losses within 1e-5 relative",
+        acts_in="ppo",
+    )
+    torch_compile: str = _flag(
+        "none",
+        ("none", "default"),
+        "torch.compile actor and critic (rsl-rl's torch_compile_mode); changes kernels, so float rounding",
+        False,
+        "agent config torch_compile_mode (rsl-rl PPO.compile)",
+    )
+    tf32: bool = _flag(
+        False,
+        (False, True),
+        "allow TF32 matmuls on Ampere+ GPUs: faster, changes numerics (10-bit mantissa inputs)",
+        False,
+        "sweep.perf.apply.apply_to_algorithm (torch.backends matmul precision)",
+    )
+    bf16_update: bool = _flag(
+        False,
+        (False, True),
+        "bf16 autocast in the PPO update (rsl-rl's use_mixed_precision); changes numerics",
+        False,
+        "agent config algorithm.use_mixed_precision",
+    )
+    buffer_donation: bool = _flag(
+        False,
+        (False, True),
+        "MJX: donate the simulator state to the jitted step so XLA updates it in place (no new buffers)",
+        True,
+        "sweep.backends.mjx.locomotion (jax.jit donate_argnums)",
+        acts_in="backend",
+    )
+    cuda_graph_update: bool = _flag(
+        False,
+        (False, True),
+        "CUDA only (ignored on CPU): capture each PPO mini-batch step (forward, backward, clipping, "
+        "capturable fused Adam, adaptive learning rate on the device) in a CUDA graph; losses as eager to float "
+        "rounding, but the discarded action sample is not drawn, so later rollouts' random numbers change",
+        False,
+        "sweep.perf.graphs.GraphedUpdate",
+        acts_in="ppo",
+    )
+    compile_cache: bool = _flag(
+        False,
+        (False, True),
+        "JAX persistent compilation cache in ~/.cache/sweep/jax (and, for the embedded task, each env shape's "
+        "functions lowered in its exported/ folder): later processes skip most XLA compilation and tracing",
+        True,
+        "sweep.perf.apply.enable_compile_cache (JAX config)",
+    )
 
+    @classmethod
+    def of(cls, flags: Mapping[str, Any] | None, key: str = "flags") -> Flags:
+        """``flags`` (names to values, some or none) resolved: :func:`resolve`'s checks, as one object."""
+        return flags if isinstance(flags, Flags) else cls(**resolve(dict(flags or {}), key))
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in CATALOG:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(CATALOG)
+
+    def __len__(self) -> int:
+        return len(CATALOG)
+
+
+#: Every flag by name, in the order of :class:`Flags`' fields (each written there once).
+CATALOG: dict[str, Flag] = {f.name: Flag(f.name, f.default, **f.metadata) for f in fields(Flags)}
 #: Flags that need this package's PPO subclass (the others act elsewhere).
-UPDATE_FLAGS = (
-    "fused_optimizer",
-    "fast_finite_check",
-    "lazy_loss_readout",
-    "critic_chunk",
-    "cuda_graph_update",
-)
+UPDATE_FLAGS = tuple(name for name, flag in CATALOG.items() if flag.acts_in == "ppo")
 #: Flags that the backend applies.
-BACKEND_FLAGS = ("buffer_donation",)
+BACKEND_FLAGS = tuple(name for name, flag in CATALOG.items() if flag.acts_in == "backend")
 
 
 def resolve(flags: Mapping[str, Any] | None, key: str = "flags") -> dict[str, Any]:
@@ -172,44 +190,6 @@ def resolve(flags: Mapping[str, Any] | None, key: str = "flags") -> dict[str, An
             raise ConfigError(f"{key}.{name}: must be one of {list(flag.choices)} (got {value!r})")
         out[name] = value
     return out
-
-
-@dataclass(frozen=True)
-class Flags(Mapping[str, Any]):
-    """A trial's performance flags, every one resolved (defaults filled in, values checked) once, where the trial is
-    built (:meth:`of`); each layer that acts on a flag reads this object, by attribute or as a read-only mapping.
-    The fields are the catalog's, with its defaults (a test keeps the two equal)."""
-
-    fused_optimizer: bool = False
-    deferred_episode_stats: bool = False
-    fast_finite_check: bool = False
-    lazy_loss_readout: bool = False
-    log_every: int = 1
-    """Iterations between loss read-outs (0: never)."""
-    critic_chunk: int = 0
-    """Envs per chunk of the critic's evaluation (0: all at once)."""
-    torch_compile: str = "none"
-    tf32: bool = False
-    bf16_update: bool = False
-    buffer_donation: bool = False
-    cuda_graph_update: bool = False
-    compile_cache: bool = False
-
-    @classmethod
-    def of(cls, flags: Mapping[str, Any] | None, key: str = "flags") -> Flags:
-        """``flags`` (names to values, some or none) resolved: :func:`resolve`'s checks, as one object."""
-        return flags if isinstance(flags, Flags) else cls(**resolve(dict(flags or {}), key))
-
-    def __getitem__(self, name: str) -> Any:
-        if name not in CATALOG:
-            raise KeyError(name)
-        return getattr(self, name)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(CATALOG)
-
-    def __len__(self) -> int:
-        return len(CATALOG)
 
 
 def all_on(exact_only: bool = False) -> dict[str, Any]:

@@ -15,13 +15,13 @@ Numbers are USD on equal terms (one-time start-up and compilation left out), as 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 from sweep.contract import TrialState
-from sweep.ledger import metrics
+from sweep.ledger import Row, metrics
 
 #: Ended search trials needed before the model proposes (before: the Optuna sampler's random proposals).
 MIN_EVIDENCE = 3
@@ -34,35 +34,35 @@ FLAG_SCALES = (0.5, 1.0, 2.0, 8.0)
 NOISE = 0.1
 
 
-def estimated_usd(rows: Sequence[dict], target: float) -> float | None:
+def estimated_usd(rows: Sequence[Row], target: float) -> float | None:
     """A trial's cost to target on equal terms from its rows (oldest first, its end last): what it paid to reach
     the target, else its spend scaled by target / best held-out success (a straight line from no success at no
     cost through its best pass). None for a trial that spent nothing on training."""
     end = rows[-1]
     m = metrics(end)
-    if end["state"] == TrialState.REACHED and m["race_usd_to_target"] is not None:
-        return m["race_usd_to_target"]
-    spent = m["race_usd"]
+    if end.state == TrialState.REACHED and m.race_usd_to_target is not None:
+        return m.race_usd_to_target
+    spent = m.race_usd
     if spent <= 0:
         return None
-    seen = [r[k] for r in rows for k in ("success", "success_max") if r.get(k) is not None]
+    seen = [value for r in rows for value in (r.success, r.success_max) if value is not None]
     best = max(seen, default=0.0)
     return spent * max(1.0, target / max(best, SUCCESS_FLOOR))
 
 
-def evidence(rows: Sequence[dict], skip: set[int], target: float) -> list[tuple[dict[str, Any], float]]:
+def evidence(rows: Iterable[Row], skip: set[int], target: float) -> list[tuple[dict[str, Any], float]]:
     """(params, USD estimate) of every search trial in the ledger ``rows`` that ended and trained, trials in ``skip``
     (running ones, proposals told without running) left out."""
-    by_trial: dict[int, list[dict]] = {}
+    by_trial: dict[int, list[Row]] = {}
     for r in rows:
-        by_trial.setdefault(int(r["trial"]), []).append(r)
+        by_trial.setdefault(r.trial, []).append(r)
     out = []
     for number, trial_rows in by_trial.items():
-        if number in skip or trial_rows[-1].get("phase", "search") != "search":
+        if number in skip or trial_rows[-1].phase != "search":
             continue
         usd = estimated_usd(trial_rows, target)
         if usd is not None:
-            out.append((trial_rows[-1]["params"], usd))
+            out.append((trial_rows[-1].params, usd))
     return out
 
 

@@ -18,14 +18,14 @@ it was in.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sweep.analysis.evidence import ConfigStat, config_stats, rank_key
 from sweep.config import Confirm
-from sweep.contract import TrialState, ended_by_study
-from sweep.ledger import end_label
+from sweep.contract import TrialState
+from sweep.ledger import Row
 from sweep.params import TrialParams
 from sweep.planner.phase import Done, Wait
 
@@ -78,20 +78,20 @@ class Confirmation:
         self.cfg, self.baseline_params, self.first_seed = cfg, baseline_params, first_seed
         self._finalists: list[Finalist] | None = None
 
-    def finalists(self, rows: list[dict]) -> list[Finalist]:
+    def finalists(self, rows: Iterable[Row]) -> list[Finalist]:
         """:func:`finalists` of the search's rows, computed once."""
         if self._finalists is None:
             assert self.baseline_params is not None
             self._finalists = finalists(rows, self.baseline_params, self.cfg.top)
         return self._finalists
 
-    def begin(self, rows: list[dict]) -> Done | None:
+    def begin(self, rows: Iterable[Row]) -> Done | None:
         """The search is over: None when there are finalists to confirm, else why there is nothing to confirm."""
         if self.finalists(rows):
             return None
         return Done("no config reached the target in the search: nothing to confirm")
 
-    def next(self, ends: Mapping[int, dict], rows: list[dict], number: int) -> Start | Wait | Done:
+    def next(self, ends: Mapping[int, Row], rows: Iterable[Row], number: int) -> Start | Wait | Done:
         """The trial to start as the study's trial ``number`` (:func:`plan` over every dispatched trial's latest row,
         ``ends``); else :class:`Wait` while the round's last trials run, :class:`Done` once the confirmation is over."""
         step = plan(ends, self.finalists(rows), self.cfg.seeds, self.cfg.race_factor)
@@ -102,12 +102,11 @@ class Confirmation:
         return Start(step.todo[0], step.seed if step.seed is not None else self.first_seed + number)
 
 
-def finalists(rows: list[dict], baseline_params: Mapping[str, Any], top: int) -> list[Finalist]:
+def finalists(rows: Iterable[Row], baseline_params: Mapping[str, Any], top: int) -> list[Finalist]:
     """The ``top`` best configs of the search that reached the target (the baseline aside), then the baseline;
     none when no config reached (there is nothing to confirm)."""
-    search = [r for r in rows if r.get("phase", "search") == "search"]
     base_key = TrialParams.identity(baseline_params)
-    ranked = [c for c in config_stats(search) if c.n_reached > 0 and c.key != base_key][:top]
+    ranked = [c for c in config_stats(rows, "search") if c.n_reached > 0 and c.key != base_key][:top]
     if not ranked:
         return []
     picked = [Finalist(c.key, TrialParams.of(c.params).as_dict()) for c in ranked]
@@ -135,22 +134,22 @@ def out_of_race(stats: Mapping[tuple, ConfigStat], finals: list[Finalist], facto
     return out
 
 
-def plan(ends: Mapping[int, dict], finals: list[Finalist], seeds: int, factor: float) -> Plan:
+def plan(ends: Mapping[int, Row], finals: list[Finalist], seeds: int, factor: float) -> Plan:
     """The next step of the confirmation, from every dispatched trial's latest row (``ends``: trial -> row, running
     trials as 'running' rows with their params, seed and phase)."""
-    confirm = {t: r for t, r in ends.items() if r.get("phase") == "confirm"}
+    confirm = {t: r for t, r in ends.items() if r.phase == "confirm"}
     if confirm:
-        seed = max(int(r["seed"]) for r in confirm.values())
-        before = {t: r for t, r in ends.items() if t not in confirm or int(r["seed"]) < seed}
+        seed = max(int(r.seed) for r in confirm.values())
+        before = {t: r for t, r in ends.items() if t not in confirm or int(r.seed) < seed}
         ran = {
-            TrialParams.identity(r["params"])
+            TrialParams.identity(r.params)
             for r in confirm.values()
-            if int(r["seed"]) == seed and not ended_by_study(r)  # one stopped by the study's end runs again
+            if int(r.seed) == seed and not r.by_study  # one stopped by the study's end runs again
         }
         todo = tuple(f for f in _members(before, finals, seeds, factor) if f.key not in ran)
         if todo:
             return Plan(seed, todo)
-        if any(r["state"] == TrialState.RUNNING for r in confirm.values()):
+        if any(r.state == TrialState.RUNNING for r in confirm.values()):
             return Plan(seed, ())
     members = _members(ends, finals, seeds, factor)
     if not members:
@@ -158,13 +157,13 @@ def plan(ends: Mapping[int, dict], finals: list[Finalist], seeds: int, factor: f
     return Plan(None, members)
 
 
-def _members(ends: Mapping[int, dict], finals: list[Finalist], seeds: int, factor: float) -> tuple[Finalist, ...]:
+def _members(ends: Mapping[int, Row], finals: list[Finalist], seeds: int, factor: float) -> tuple[Finalist, ...]:
     """The finalists a round opened after the trials of ``ends`` gives a seed: in the race, fewer than ``seeds``
     trials (those the study's end stopped left out)."""
     ran: dict[tuple, int] = {}
     for r in ends.values():
-        if end_label(r) != "not run" and not ended_by_study(r):
-            key = TrialParams.identity(r["params"])
+        if r.ran and not r.by_study:
+            key = TrialParams.identity(r.params)
             ran[key] = ran.get(key, 0) + 1
     stats = {c.key: c for c in config_stats(list(ends.values()))}
     out = out_of_race(stats, finals, factor)

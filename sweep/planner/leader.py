@@ -7,22 +7,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from sweep.analysis.evidence import ConfigStat, config_stats
+from sweep.ledger import Row
 
 
-def leader(rows: list[dict]) -> ConfigStat | None:
+def leader(rows: Iterable[Row]) -> ConfigStat | None:
     """The best config of the search's rows that reached the target; None before one reaches."""
-    search = [r for r in rows if r.get("phase", "search") == "search"]
-    return next((c for c in config_stats(search) if c.n_reached > 0), None)
+    return next((c for c in config_stats(rows, "search") if c.n_reached > 0), None)
 
 
-def race_bar_usd(rows: list[dict], slack: float) -> float | None:
+def race_bar_usd(rows: Iterable[Row], slack: float) -> float | None:
     """The leader's mean cost to target on equal terms times ``slack`` (a search trial's cap and the pruner's bar);
     with one seed per config, the best known cost times ``slack``."""
     lead = leader(rows)
     return None if lead is None or lead.race_mean is None else lead.race_mean * slack
 
 
-def due(rows: list[dict], intensify: int, running: Iterable[tuple], confirmed_later: bool) -> ConfigStat | None:
+def due(rows: Iterable[Row], intensify: int, running: Iterable[tuple], confirmed_later: bool) -> ConfigStat | None:
     """The leader while it has run fewer than ``intensify`` search trials and none of ``running`` (the config
     identities of running trials) is it; never the baseline when ``confirmed_later`` (a confirmation runs it on its
     seeds anyway)."""

@@ -36,18 +36,18 @@ from sweep.contract import (
     STOP,
     EndCause,
     Ending,
+    TrialConfig,
     TrialPool,
     TrialState,
-    ended_by_study,
 )
-from sweep.ledger import LedgerWriter, end_label, last_rows, read_rows
+from sweep.ledger import LedgerView, LedgerWriter, Row, end_label, read_rows
 from sweep.params import TrialParams, trial_params
 from sweep.planner.accounts import Accounts
 from sweep.planner.phase import Done, Phase, StudyPhase, Wait
 from sweep.planner.pruner import GO_ON, CostPruner, Verdict
 from sweep.planner.running import FailureStreak, Running
 from sweep.planner.status import Status, best_so_far, trial_status
-from sweep.prices import Price
+from sweep.prices import Price, seconds
 
 #: Repeated proposals told and skipped in a row before the searcher is asked to get unstuck
 #: (:meth:`sweep.planner.searchers.Searcher.stuck`).
@@ -74,7 +74,8 @@ class Planner:
         self.profile, self.control_dt_s, self.progress = profile, control_dt_s, progress
         self.pruner = CostPruner(cfg.target.success)
         self.ledger_path = self.run_dir / "ledger.jsonl"
-        self.rows = read_rows(self.ledger_path)
+        self.rows = LedgerView(read_rows(self.ledger_path))
+        """The study's ledger as the planner keeps it: every row it read or wrote, each trial's latest."""
         self.running: dict[int, Running] = {}
         self.accounts = Accounts(cfg, price.usd_per_hour, self.rows, self.running)
         """The study's money from its rows and running trials (:mod:`sweep.planner.accounts`)."""
@@ -87,8 +88,7 @@ class Planner:
         self.interrupted = interrupted
         """Truthy once a stop signal came (its name, :func:`sweep.stops.requested`: 'Ctrl-C', 'SIGTERM', 'SIGHUP'),
         even if the KeyboardInterrupt was swallowed on its way."""
-        ends = last_rows(self.rows)
-        self.unrun = {t for t, r in ends.items() if end_label(r) == "not run"}
+        self.unrun = {t for t, r in self.rows.last.items() if not r.ran}
         """Trials told without running (infeasible configs, repeats): they do not count towards max_trials."""
         self.tried: set[tuple] = set()
         """Configs already run, so the planner does not pay twice for the same evidence (filled by :meth:`run`, once
@@ -133,7 +133,7 @@ class Planner:
             drivers = runlock.lives(self.run_dir)
             study_store.close_orphans(study, self.rows, self.cfg, self.price, drivers, self._append_closed)
         self.tried.update(self._measured())
-        if any(r.get("phase") == "confirm" for r in self.rows):  # a resumed study goes on confirming
+        if any(r.phase == "confirm" for r in self.rows):  # a resumed study goes on confirming
             self.phase.confirm()
         with LedgerWriter(self.ledger_path) as ledger:
             self.ledger = ledger
@@ -165,8 +165,8 @@ class Planner:
     def _measured(self) -> set[tuple]:
         """The configs of the ledger's ended trials that ran, less those cut short through no doing of their config
         (the driver died, the study's end): those measured nothing, so their config may run again."""
-        ends = last_rows(self.rows).items()
-        return {TrialParams.identity(r["params"]) for t, r in ends if t not in self.unrun and not ended_by_study(r)}
+        ends = self.rows.last.items()
+        return {TrialParams.identity(r.params) for t, r in ends if t not in self.unrun and not r.by_study}
 
     def status(self) -> Status:
         """The study now, for the progress display: spend against the budget, trials by state, the best so far and
@@ -243,14 +243,14 @@ class Planner:
                 knobs = trial_params(trial_cfg)
                 found = space.violations(params, self.cfg, self.control_dt_s, self.price.memory_gib)
                 if any(v > 0 for v in found.values()):
-                    self._tell_unrun(study, trial, knobs, space.infeasible_reason(found), found, asdict(trial_cfg))
+                    self._tell_unrun(study, trial, knobs, space.infeasible_reason(found), found, trial_cfg)
                     continue
                 key = TrialParams.identity(knobs)
                 if key in self.tried:
                     # A config already run while others remain untried: no new evidence.
                     repeats += 1
                     reason = f"{DUPLICATE}: this config already ran"
-                    self._tell_unrun(study, trial, knobs, reason, {"repeat": 1.0}, asdict(trial_cfg))
+                    self._tell_unrun(study, trial, knobs, reason, {"repeat": 1.0}, trial_cfg)
                     if repeats >= MAX_REPEATS:  # the searcher is stuck
                         done = self.searcher.stuck(study, self.view, trial.number)
                         if done is not None:
@@ -263,7 +263,7 @@ class Planner:
                 trial.set_user_attr(name, value)
             self._dispatch(trial, trial_cfg, allowance)
 
-    def _search_config(self, params: dict[str, Any], number: int) -> Any:
+    def _search_config(self, params: dict[str, Any], number: int) -> TrialConfig:
         """The TrialConfig of search trial ``number``: its training seed from the trial counter, the per-trial cap,
         raced at :meth:`Accounts.race_bar_usd` when pruning."""
         bar = self.accounts.race_bar_usd()
@@ -272,8 +272,8 @@ class Planner:
             self.cfg,
             self.profile,
             self.cfg.seeds.training + number,
-            self.cfg.budget.trial_usd * 3600.0 / self.price.usd_per_hour,
-            race_cap_s=bar * 3600.0 / self.price.usd_per_hour if self.cfg.search.prune and bar is not None else None,
+            seconds(self.cfg.budget.trial_usd, self.price.usd_per_hour),
+            race_cap_s=seconds(bar, self.price.usd_per_hour) if self.cfg.search.prune and bar is not None else None,
         )
         base = self.baseline_params
         identity = TrialParams.identity
@@ -289,13 +289,13 @@ class Planner:
         self._tell_unrun(study, trial, params, self.phase.why, {"seed": 1.0})
         return True
 
-    def _dispatch(self, trial: Any, trial_cfg: Any, allowance: float) -> None:
+    def _dispatch(self, trial: Any, trial_cfg: TrialConfig, allowance: float) -> None:
         """Send a trial to the pool, its config kept in the study first (for a trial that dies before its first row)."""
         knobs = trial_params(trial_cfg)
         trial.set_user_attr("trial_config", asdict(trial_cfg))
         trial.set_user_attr("knobs", knobs)  # the ledger's params, for a trial that dies before its first row
         trial.set_user_attr("phase", trial_cfg.phase)
-        self.running[trial.number] = Running(trial.number, trial, knobs, allowance=allowance, config=asdict(trial_cfg))
+        self.running[trial.number] = Running(trial.number, trial, knobs, allowance=allowance, config=trial_cfg)
         faults.point("dispatch")
         # An absolute folder: a worker's working directory need not be the driver's.
         node = self.pool.submit(trial.number, trial_cfg, self.cfg.run_id, self.price, str(self.run_dir.resolve()))
@@ -322,7 +322,7 @@ class Planner:
                     self.phase.stop("budget left cannot pay another confirmation trial")
                 return
             trial = study_store.new_trial(study)
-            cap_s = allowance * 3600.0 / self.price.usd_per_hour
+            cap_s = seconds(allowance, self.price.usd_per_hour)
             f = start.finalist
             trial_cfg = space.trial_config(
                 f.params, self.cfg, self.profile, start.seed, cap_s, phase="confirm", baseline=f.baseline
@@ -330,21 +330,21 @@ class Planner:
             faults.point("confirm")
             self._dispatch(trial, trial_cfg, allowance)
 
-    def _dispatched(self) -> dict[int, dict]:
+    def _dispatched(self) -> dict[int, Row]:
         """Every dispatched trial's latest row; a running trial with no row yet as a 'running' row of its config."""
-        return {**{n: run.placeholder() for n, run in self.running.items()}, **last_rows(self.rows)}
+        return {**{n: run.placeholder() for n, run in self.running.items()}, **self.rows.last}
 
     def _collect(self, study: Any) -> None:
         for row in self.pool.drain_rows():
-            run = self.running.get(int(row["trial"]))
+            run = self.running.get(row.trial)
             if run is None:  # a late row of a trial already closed: keep it out of the ledger
                 continue
             self._write(row)
             run.rows.append(row)
-            if row["state"] == TrialState.RUNNING:
+            if row.state == TrialState.RUNNING:
                 faults.point("checkpoint")
                 verdict = self._decide(run)
-                self.pool.decide(run.number, row["iteration"], verdict.decision)
+                self.pool.decide(run.number, row.iteration, verdict.decision)
                 if verdict.decision == PRUNE:
                     run.optuna_trial.set_user_attr("prune_reason", verdict.reason)
             else:
@@ -365,12 +365,12 @@ class Planner:
         if self.accounts.spent_usd() >= self.cfg.budget.usd:
             self.phase.stop(f"study budget ${self.cfg.budget.usd:g} spent")
 
-    def _finish(self, study: Any, run: Running, row: dict) -> None:
+    def _finish(self, study: Any, run: Running, row: Row) -> None:
         study_store.tell_end(study, run.optuna_trial, run.rows, row, self.cfg.target.success)
         del self.running[run.number]
         self._note_end(row)
 
-    def _note_end(self, row: dict) -> None:
+    def _note_end(self, row: Row) -> None:
         """Stop the study once trials keep failing the same way (:class:`sweep.planner.running.FailureStreak`)."""
         why = self.failures.note(row)
         if why:
@@ -386,7 +386,13 @@ class Planner:
         self._note_end(self.rows[-1])
 
     def _tell_unrun(
-        self, study: Any, trial: Any, params: dict, reason: str, found: dict[str, float], trial_cfg: dict | None = None
+        self,
+        study: Any,
+        trial: Any,
+        params: dict,
+        reason: str,
+        found: dict[str, float],
+        trial_cfg: TrialConfig | None = None,
     ) -> None:
         """A trial told PRUNED without running (infeasible or a repeat): a zero-cost ledger row, no spend."""
         self.unrun.add(trial.number)
@@ -398,18 +404,18 @@ class Planner:
         A trial whose end row is already in the ledger keeps that end.
         """
         self.pool.stop_all()
-        ends = last_rows(self.rows)
+        ends = self.rows.last
         for run in list(self.running.values()):
             last = ends.get(run.number)
-            if last is not None and last["state"] != TrialState.RUNNING:
+            if last is not None and last.ended:
                 self._finish(study, run, last)
             else:
                 self._fail_lost(study, run, (TrialState.CAPPED, EndCause.STUDY_END, reason))
 
-    def _append_closed(self, row: dict) -> None:
+    def _append_closed(self, row: Row) -> None:
         """An end row the planner wrote for an orphan of a dead driver: in the ledger now, its files dropped."""
         self._append_now(row)
-        self._drop_checkpoint(int(row["trial"]))
+        self._drop_checkpoint(row.trial)
 
     def _drop_checkpoint(self, number: int) -> None:
         """A trial the planner closed itself (its worker or the driver died) never reached the target: with
@@ -417,14 +423,14 @@ class Planner:
         if self.cfg.checkpoints == "reached":
             checkpoints.prune(self.run_dir, number)
 
-    def _append_now(self, row: dict) -> None:
+    def _append_now(self, row: Row) -> None:
         with LedgerWriter(self.ledger_path) as w:
             w.append(row)
-        self.rows.append(row)
+        self.rows.add(row)
 
-    def _write(self, row: dict) -> None:
+    def _write(self, row: Row) -> None:
         self.ledger.append(row)
-        self.rows.append(row)
+        self.rows.add(row)
 
 
 __all__ = ["Planner"]

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sweep.analysis.summary import short_reason
-from sweep.contract import TrialState
+from sweep.contract import TrialConfig, TrialState
+from sweep.ledger import Row, TrialRows
 
 #: Trials in a row that fail for the same reason before the study stops: then the environment is broken, not a
 #: config, and every further trial would fail the same way and be billed for it.
@@ -21,20 +22,20 @@ class Running:
     number: int
     optuna_trial: Any
     params: dict[str, Any]
-    rows: list[dict] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
     started: float = field(default_factory=time.time)
     allowance: float = 0.0
-    config: dict[str, Any] = field(default_factory=dict)
+    config: TrialConfig = field(default_factory=TrialConfig)
     """Its TrialConfig as dispatched (seed, phase, baseline: what a row the planner writes for it says)."""
 
     @property
     def phase(self) -> str:
-        return str(self.config.get("phase", "search"))
+        return self.config.phase
 
-    def placeholder(self) -> dict[str, Any]:
+    def placeholder(self) -> Row:
         """A 'running' row of its config, for a trial that has sent no row yet."""
-        row = {"trial": self.number, "state": TrialState.RUNNING, "params": self.params, "billable_s": 0.0}
-        return {**row, "seed": self.config.get("seed"), "phase": self.phase}
+        c = self.config
+        return TrialRows("", self.number, self.params, c.seed, 0.0, "", c.phase, c.baseline).row(TrialState.RUNNING)
 
 
 @dataclass
@@ -43,13 +44,13 @@ class FailureStreak:
 
     reasons: list[str] = field(default_factory=list)
 
-    def note(self, row: dict) -> str | None:
+    def note(self, row: Row) -> str | None:
         """Count a trial's end row; why the study must stop (:data:`SAME_FAILURE_STOP` trials in a row failed for
         the same reason), else None."""
-        if row["state"] != TrialState.FAILED:
+        if row.state != TrialState.FAILED:
             self.reasons = []
             return None
-        reason = short_reason(str(row.get("reason", "")))
+        reason = short_reason(row.reason)
         self.reasons = [*self.reasons, reason] if self.reasons[-1:] == [reason] else [reason]
         if len(self.reasons) >= SAME_FAILURE_STOP:
             return f"{len(self.reasons)} trials in a row failed the same way ({reason})"

@@ -4,22 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from sweep.config import RunConfig
+import sweep.params as params_mod
+from sweep.config import KNOB_NAMES, RunConfig
 from sweep.contract import TrialConfig
 from sweep.errors import ConfigError
-from sweep.params import TrialParams, flag_key, named_flags, trial_params
-
-#: Knobs every space has (flags come on top, as ``flags.<name>``).
-BASE_KNOBS = ("num_envs", "num_steps_per_env", "num_mini_batches")
-#: Rough device bytes per env of the simulator state plus XLA work buffers (MJX Barkour, measured order).
-SIM_BYTES_PER_ENV = 256 * 1024
-#: Rollout-storage bytes per env per horizon step (obs x2, actions, values, log-probs, ... in float32).
-STORAGE_BYTES_PER_ENV_STEP = 1024
+from sweep.params import TrialParams, flag_key, trial_params
 
 
 def choices(cfg: RunConfig) -> dict[str, list[Any]]:
     """Every searchable parameter name -> its choices (fixed ones have a single choice)."""
-    out: dict[str, list[Any]] = {k: list(getattr(cfg.knobs, k)) for k in BASE_KNOBS}
+    out: dict[str, list[Any]] = {k: list(getattr(cfg.knobs, k)) for k in KNOB_NAMES}
     out.update({flag_key(name): list(values) for name, values in cfg.knobs.flags.items()})
     return out
 
@@ -47,7 +41,7 @@ def baseline_params(cfg: RunConfig) -> dict[str, Any]:
 
     base = cfg.confirm.baseline
     out: dict[str, Any] = {}
-    for key in BASE_KNOBS:
+    for key in KNOB_NAMES:
         value = getattr(base, key)
         out[key] = int(value if value is not None else getattr(cfg.knobs, key)[0])
     fixed = {name: values[0] for name, values in cfg.knobs.flags.items() if len(values) == 1}
@@ -67,14 +61,11 @@ def trial_config(
     baseline: bool = False,
 ) -> TrialConfig:
     """The TrialConfig a worker runs for these params (``cap_s``, ``race_cap_s``, ``phase``, ``baseline``: see
-    :class:`TrialConfig`)."""
-    flags = named_flags(params)
-    return TrialConfig(
+    :class:`TrialConfig`), the study's settings for the rest (:func:`sweep.params.trial_config`)."""
+    return params_mod.trial_config(
+        params,
         backend=cfg.backend,
         profile=profile,
-        num_envs=int(params["num_envs"]),
-        num_steps_per_env=int(params["num_steps_per_env"]),
-        num_mini_batches=int(params["num_mini_batches"]),
         seed=seed,
         target=cfg.target.success,
         eval_episodes=cfg.target.eval_episodes,
@@ -86,19 +77,11 @@ def trial_config(
         cap_s=cap_s,
         race_cap_s=race_cap_s,
         device=cfg.device,
-        flags=flags,
         backend_options=dict(cfg.backend_options),
         checkpoints=cfg.checkpoints,
         phase=phase,
         baseline=baseline,
     )
-
-
-def estimated_memory_gib(params: dict[str, Any], eval_episodes: int) -> float:
-    """Order-of-magnitude device memory of a config: simulator (train + eval envs) and rollout storage."""
-    n, horizon = int(params["num_envs"]), int(params["num_steps_per_env"])
-    total = (n + eval_episodes) * SIM_BYTES_PER_ENV + n * horizon * STORAGE_BYTES_PER_ENV_STEP
-    return total / 2**30
 
 
 def violations(
@@ -108,9 +91,12 @@ def violations(
     period = int(params["num_steps_per_env"]) * control_dt_s
     out = {"update_period_s": period - cfg.constraints.max_update_period_s}
     if memory_gib:
-        out["memory_gib"] = (
-            estimated_memory_gib(params, cfg.target.eval_episodes) - cfg.constraints.memory_share * memory_gib
+        from sweep.backends import get_backend  # imports torch: only where the device's memory is known
+
+        estimate = get_backend(cfg.backend).memory_gib(
+            int(params["num_envs"]), int(params["num_steps_per_env"]), cfg.target.eval_episodes
         )
+        out["memory_gib"] = estimate - cfg.constraints.memory_share * memory_gib
     samples = int(params["num_envs"]) * int(params["num_steps_per_env"])
     out["mini_batches"] = float(int(params["num_mini_batches"]) - samples)
     return out

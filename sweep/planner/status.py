@@ -7,13 +7,14 @@ and compilation out, as the pruner and the ranking do.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sweep.analysis.summary import describe_params
-from sweep.contract import TrialState
-from sweep.ledger import last_rows, metrics
+from sweep.contract import TrialConfig, TrialState
+from sweep.ledger import LedgerView, Row, metrics
+from sweep.prices import usd
 
 
 @dataclass(frozen=True)
@@ -77,43 +78,41 @@ class Status:
 
 
 def trial_status(
-    number: int, config: Mapping[str, Any], params: dict[str, Any], rows: list[dict], usd_per_hour: float
+    number: int, config: TrialConfig, params: dict[str, Any], rows: list[Row], usd_per_hour: float
 ) -> TrialStatus:
     """Running trial ``number`` from the rows it sent so far (``rows``, oldest first); ``config`` is its TrialConfig as
     dispatched (its seed, phase, caps in billable seconds), ``usd_per_hour`` the study's price."""
     last = rows[-1] if rows else None
-    m = metrics(last) if last is not None else {"usd": 0.0, "race_usd": 0.0}
-    evaluated = next(
-        (r for r in reversed(rows) if r.get("success") is not None or r.get("success_max") is not None), None
-    )
-    race_cap_s = config.get("race_cap_s")
-    per_s = usd_per_hour / 3600.0
+    m = metrics(last) if last is not None else None
+    evaluated = next((r for r in reversed(rows) if r.success is not None or r.success_max is not None), None)
     return TrialStatus(
         trial=number,
         config=describe_params(params),
-        seed=int(config.get("seed", 0)),
-        phase=str(config.get("phase", "search")),
-        baseline=bool(config.get("baseline", False)),
-        iteration=int(last["iteration"]) if last is not None else 0,
-        env_steps=int(last["env_steps"]) if last is not None else 0,
-        success=evaluated.get("success") if evaluated is not None else None,
-        success_max=evaluated.get("success_max") if evaluated is not None else None,
-        usd=float(m["usd"]),
-        cap_usd=float(config.get("cap_s", 0.0)) * per_s,
-        race_usd=float(m["race_usd"]),
-        race_cap_usd=float(race_cap_s) * per_s if race_cap_s is not None else None,
+        seed=int(config.seed),
+        phase=str(config.phase),
+        baseline=bool(config.baseline),
+        iteration=int(last.iteration) if last is not None else 0,
+        env_steps=int(last.env_steps) if last is not None else 0,
+        success=evaluated.success if evaluated is not None else None,
+        success_max=evaluated.success_max if evaluated is not None else None,
+        usd=float(m.usd) if m is not None else 0.0,
+        cap_usd=usd(float(config.cap_s), usd_per_hour),
+        race_usd=float(m.race_usd) if m is not None else 0.0,
+        race_cap_usd=usd(float(config.race_cap_s), usd_per_hour) if config.race_cap_s is not None else None,
     )
 
 
-def best_so_far(rows: Iterable[dict]) -> Best | None:
+def best_so_far(rows: Iterable[Row]) -> Best | None:
     """The reached trial with the lowest USD to target on equal terms (ties: the first trial), or None."""
     reached = [
-        (metrics(r)["race_usd_to_target"], t, r) for t, r in last_rows(rows).items() if r["state"] == TrialState.REACHED
+        (metrics(r).race_usd_to_target or 0.0, t, r)
+        for t, r in LedgerView.of(rows).last.items()
+        if r.state == TrialState.REACHED
     ]
     if not reached:
         return None
-    usd, trial, row = min(reached, key=lambda x: (x[0], x[1]))
-    return Best(trial, describe_params(row["params"]), usd)
+    cost, trial, row = min(reached, key=lambda x: (x[0], x[1]))
+    return Best(trial, describe_params(row.params), cost)
 
 
 __all__ = ["Best", "Status", "TrialStatus", "best_so_far", "trial_status"]

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweep import faults
 from sweep.config import RunConfig
-from sweep.contract import EndCause, Ending, TrialState, end_cause
-from sweep.ledger import TrialRows, last_rows, metrics
+from sweep.contract import EndCause, Ending, TrialConfig, TrialState
+from sweep.ledger import LedgerView, Progress, Row, TrialRows, metrics
 from sweep.prices import Price
 
 if TYPE_CHECKING:
@@ -52,29 +53,35 @@ def open_study(run_dir: Path, searcher: Searcher) -> Any:
     return study
 
 
-def tell_end(study: Any, trial: Any, rows: list[dict], end: dict, target: float) -> None:
+def tell_end(study: Any, trial: Any, rows: list[Row], end: Row, target: float) -> None:
     """Tell Optuna how a trial ended, from its ledger rows: reached -> its costs; pruned -> PRUNED;
     capped or failed by its own fault -> its cost so far, marked infeasible by its success gap; lost with its worker
     or driver (an end row the planner wrote before it died, told on resume) -> FAIL."""
     import optuna
 
     m = metrics(end)
-    best_success = max((r["success"] for r in rows if r.get("success") is not None), default=0.0)
-    trial.set_user_attr("state", end["state"])
-    trial.set_user_attr("reason", end.get("reason", ""))
+    best_success = max((r.success for r in rows if r.success is not None), default=0.0)
+    trial.set_user_attr("state", end.state.value)
+    trial.set_user_attr("reason", end.reason)
     gap = max(0.0, target - best_success)
     faults.point("tell")
-    if end_cause(end) in (EndCause.WORKER_LOST, EndCause.DRIVER_STOPPED):  # an end the planner wrote, then died
+    if end.cause in (EndCause.WORKER_LOST, EndCause.DRIVER_STOPPED):  # an end the planner wrote, then died
         study.tell(trial, state=optuna.trial.TrialState.FAIL)  # as tell_lost and close_orphans tell it
-    elif end["state"] == TrialState.REACHED:
+    elif end.state == TrialState.REACHED:
         trial.set_constraint("success_gap", 0.0)
-        study.tell(trial, [m["usd"], m["wall_s"]])
-    elif end["state"] == TrialState.PRUNED:
+        study.tell(trial, [m.usd, m.wall_s])
+    elif end.state == TrialState.PRUNED:
         trial.set_constraint("success_gap", max(gap, 1e-6))
         study.tell(trial, state=optuna.trial.TrialState.PRUNED)
     else:
-        trial.set_constraint("success_gap", max(gap, 1e-6) + (1.0 if end["state"] == TrialState.FAILED else 0.0))
-        study.tell(trial, [m["usd"], m["wall_s"]])
+        trial.set_constraint("success_gap", max(gap, 1e-6) + (1.0 if end.state == TrialState.FAILED else 0.0))
+        study.tell(trial, [m.usd, m.wall_s])
+
+
+def dispatched_config(attrs: Mapping[str, Any]) -> TrialConfig | None:
+    """The TrialConfig a trial was dispatched with, from the study's user attributes (None for a trial given none)."""
+    saved = attrs.get("trial_config")
+    return TrialConfig.of(saved) if isinstance(saved, Mapping) else None
 
 
 def end_row(
@@ -84,31 +91,32 @@ def end_row(
     params: dict,
     ending: Ending,
     billable_s: float,
-    last: dict | None = None,
-    dispatched: dict[str, Any] | None = None,
-) -> dict:
+    last: Row | None = None,
+    dispatched: TrialConfig | None = None,
+) -> Row:
     """The end row of a trial the planner closes itself: the progress of its ``last`` row (if any),
     billed ``billable_s`` seconds, the time no phase claimed counted as 'other'; its seed, phase and baseline
     mark from the TrialConfig it was ``dispatched`` with (a search trial's seed by the counter if unknown).
     Its checkpoint stays named only while ``checkpoints: all`` keeps it on disk."""
-    d = dispatched or {}
+    d = dispatched
     rows = TrialRows(
         cfg.run_id,
         number,
         params,
-        int(d.get("seed", number + cfg.seeds.training)),
+        int(d.seed) if d is not None else number + cfg.seeds.training,
         price.usd_per_hour,
         price.label,
-        str(d.get("phase", "search")),
-        bool(d.get("baseline", False)),
+        d.phase if d is not None else "search",
+        bool(d.baseline) if d is not None else False,
     )
-    kept = (last or {}).get("checkpoint", "") if cfg.checkpoints == "all" else ""
-    state, cause, reason = ending
-    row = rows.row(state, {**(last or {}), "billable_s": billable_s, "checkpoint": kept}, reason, cause)
-    unclaimed = billable_s - (last["billable_s"] if last else 0.0)
+    before = last.progress if last is not None else Progress()
+    kept = (before.checkpoint or "") if cfg.checkpoints == "all" else ""
+    progress = replace(before, billable_s=billable_s, checkpoint=kept)
+    unclaimed = billable_s - before.billable_s
     if unclaimed > 0:
-        row.phases_s["other"] = row.phases_s.get("other", 0.0) + unclaimed
-    return row.__dict__
+        progress = replace(progress, phases_s=progress.phases_s.plus("other", unclaimed))
+    state, cause, reason = ending
+    return rows.row(state, progress, reason, cause)
 
 
 def tell_unrun(
@@ -119,8 +127,8 @@ def tell_unrun(
     params: dict,
     reason: str,
     found: dict[str, float],
-    dispatched: dict[str, Any] | None,
-    write: Callable[[dict], None],
+    dispatched: TrialConfig | None,
+    write: Callable[[Row], None],
 ) -> None:
     """A proposal told PRUNED without running (infeasible, a repeat; ``found``: its constraint values): its zero-cost
     end row written first, then Optuna told."""
@@ -142,11 +150,11 @@ def tell_lost(
     trial: Any,
     cfg: RunConfig,
     price: Price,
-    rows: list[dict],
+    rows: list[Row],
     started: float,
     ending: Ending,
-    dispatched: dict[str, Any],
-    write: Callable[[dict], None],
+    dispatched: TrialConfig,
+    write: Callable[[Row], None],
 ) -> None:
     """A dispatched trial whose worker died or was stopped (``rows``: what it sent; ``started``: Unix s): billed to
     its last row plus the time until now, its end row written first, then Optuna told FAIL (it did not finish,
@@ -155,7 +163,7 @@ def tell_lost(
 
     last = rows[-1] if rows else None
     seen = time.time()
-    billable = (last["billable_s"] + (seen - last["wall_time"])) if last else (seen - started)
+    billable = (last.billable_s + (seen - last.wall_time)) if last else (seen - started)
     params = trial.user_attrs["knobs"]
     write(end_row(cfg, price, trial.number, params, ending, billable, last, dispatched))
     trial.set_user_attr("state", ending[0].value)
@@ -166,11 +174,11 @@ def tell_lost(
 
 def close_orphans(
     study: Any,
-    rows: list[dict],
+    rows: LedgerView,
     cfg: RunConfig,
     price: Price,
     drivers: tuple[list[tuple[float, float]], float],
-    write: Callable[[dict], None],
+    write: Callable[[Row], None],
 ) -> None:
     """On resume: close the trials a dead driver left running in the study.
 
@@ -183,27 +191,26 @@ def close_orphans(
     """
     import optuna
 
-    ends = last_rows(rows)
+    ends = rows.last
     orphans = [t for t in study.trials if t.state == optuna.trial.TrialState.RUNNING]
-    signs = [r["wall_time"] for r in rows if r.get("wall_time")] + [
+    signs = [r.wall_time for r in rows if r.wall_time] + [
         t.datetime_start.timestamp() for t in study.trials if t.datetime_start is not None
     ]
     for frozen in orphans:
         last = ends.get(frozen.number)
-        dispatched = frozen.user_attrs.get("trial_config")
+        dispatched = dispatched_config(frozen.user_attrs)
         trial = optuna.trial.Trial(study, frozen._trial_id)
-        if last is not None and last["state"] != TrialState.RUNNING:
-            own = [r for r in rows if r["trial"] == frozen.number]
-            tell_end(study, trial, own, last, cfg.target.success)
+        if last is not None and last.ended:
+            tell_end(study, trial, rows.of_trial(frozen.number), last, cfg.target.success)
             faults.point("orphans")
             continue
         started_at = frozen.datetime_start.timestamp() if frozen.datetime_start else None
-        alive = last_sign_of_life(started_at if last is None else last["wall_time"], signs, *drivers)
+        alive = last_sign_of_life(started_at if last is None else last.wall_time, signs, *drivers)
         if last is not None:
             # Billed to the run's last sign of life: the trial ran on at least until the driver last beat.
             reason = "driver stopped while the trial ran; billed to the driver's last sign of life"
-            billable = last["billable_s"] + max(0.0, alive - last["wall_time"])
-            params = last["params"]
+            billable = last.billable_s + max(0.0, alive - last.wall_time)
+            params = last.params
         elif dispatched is None:
             reason = "driver stopped before the trial was dispatched; nothing ran, nothing is billed"
             billable = 0.0

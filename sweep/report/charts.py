@@ -11,6 +11,7 @@ from typing import Any
 
 from sweep.analysis.evidence import ConfigStat
 from sweep.analysis.summary import describe_params
+from sweep.config import KNOB_NAMES
 from sweep.contract import TrialState
 from sweep.ledger import PHASES
 
@@ -22,8 +23,8 @@ STATE_COLORS = {
     "capped": "#7f7f7f",
     "running": "#1f77b4",
 }
-#: The knobs shown in the trials table and on hover.
-KNOB_COLUMNS = ("num_envs", "num_steps_per_env", "num_mini_batches")
+#: The knobs shown in the trials table and on hover: every space's (the schema's).
+KNOB_COLUMNS = KNOB_NAMES
 
 #: Characters of a trial's end reason shown in the table and hover text (the ledger keeps it whole).
 REASON_CHARS = 120

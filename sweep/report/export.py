@@ -19,6 +19,7 @@ import os
 import sys
 import time
 import warnings
+from collections.abc import Iterable
 from dataclasses import asdict
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -29,7 +30,7 @@ import yaml
 from sweep import __version__, checkpoints
 from sweep.contract import TrialState
 from sweep.errors import ConfigError, MissingExtraError, require
-from sweep.ledger import last_rows, metrics, read_rows
+from sweep.ledger import LedgerView, Row, metrics, read_rows
 
 #: Folder of the run folder the exported policy goes to (as Isaac Lab's play script names it).
 EXPORT_DIR = "exported"
@@ -59,22 +60,23 @@ def implied_agent_config(cfg: Any, trial_dir: Path | None = None) -> dict[str, A
     return get_backend(cfg.backend).agent_config(cfg, perf.resolve(cfg.flags), trial_dir)
 
 
-def recommended(run_dir: Path, rows: list[dict]) -> dict[str, Any] | None:
+def recommended(run_dir: Path, rows: Iterable[Row]) -> dict[str, Any] | None:
     """The YAML document for the best trial of a run (None when no trial reached the target)."""
+    from sweep import perf
     from sweep.analysis.summary import summarize
     from sweep.backends import get_backend
     from sweep.contract import TrialConfig
 
-    s = summarize(rows)
+    view = LedgerView.of(rows)
+    s = summarize(view)
     if s.recommendation is None:
         return None
     best = s.recommendation.trial.trial
-    row = last_rows(rows)[best]
+    row = view.last[best]
     saved = _trial_config(run_dir, best)
     cfg = TrialConfig(**saved) if saved else _config_from_params(row)
     backend = get_backend(cfg.backend)
     m = metrics(row)
-    from sweep import perf
 
     doc: dict[str, Any] = {
         "created": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -96,28 +98,27 @@ def recommended(run_dir: Path, rows: list[dict]) -> dict[str, Any] | None:
         "evidence": {
             "run": str(run_dir),
             "trial": best,
-            "seed": row.get("seed"),
-            "held_out_success": row["success"],
-            "success_ci95": [row["success_lo"], row["success_hi"]],
-            "eval_episodes": row["eval_episodes"],
-            "usd_to_target": m["usd_to_target"],
-            "usd_to_target_equal_terms": m["race_usd_to_target"],
-            "one_time_s": m["one_time_s"],
+            "seed": row.seed,
+            "held_out_success": row.success,
+            "success_ci95": [row.success_lo, row.success_hi],
+            "eval_episodes": row.eval_episodes,
+            "usd_to_target": m.usd_to_target,
+            "usd_to_target_equal_terms": m.race_usd_to_target,
+            "one_time_s": m.one_time_s,
             "ranking": "usd_to_target_equal_terms: billable seconds less one-time start-up and compilation, x price",
-            "wall_to_target_s": m["wall_to_target_s"],
-            "env_steps": row["env_steps"],
-            "throughput_env_steps_per_s": m["throughput_sps"],
-            "bottleneck": m["bottleneck"],
-            "price_usd_per_hour": row["price_usd_per_hour"],
-            "price": row["price_label"],
-            "device": row.get("device", ""),
+            "wall_to_target_s": m.wall_to_target_s,
+            "env_steps": row.env_steps,
+            "throughput_env_steps_per_s": m.throughput_sps,
+            "bottleneck": m.bottleneck,
+            "price_usd_per_hour": row.price_usd_per_hour,
+            "price": row.price_label,
+            "device": row.device,
             **seeds_evidence(s),
         },
         "checkpoint": _checkpoint_section(run_dir, best, row),
         "trial": asdict(cfg),
     }
-    if hasattr(backend, "export_section"):  # may replace ``agent`` with what the backend's own trainer reads
-        doc.update(backend.export_section(cfg, agent))
+    doc.update(backend.export_section(cfg, agent))  # may replace ``agent`` with what the backend's own trainer reads
     return doc
 
 
@@ -137,7 +138,7 @@ def seeds_evidence(s: Any) -> dict[str, Any]:
             "seed": f.seed,
             "trial": t,
             "phase": f.phase,
-            "state": f.state,
+            "state": f.state.value,
             "reached": f.state == TrialState.REACHED,
             "usd_to_target": f.usd_to_target if f.state == TrialState.REACHED else None,
             "usd_to_target_equal_terms": f.race_usd_to_target if f.state == TrialState.REACHED else None,
@@ -197,9 +198,11 @@ def payback_evidence(pay: Any) -> dict[str, Any]:
 
 
 def trainer_command(run_dir: str | Path, trial: int) -> str | None:
-    """The trainer line of ``recommended.yaml``'s ``isaaclab`` section (what to run in Isaac Lab), when the file in
-    ``run_dir`` recommends ``trial``'s checkpoint; None for another backend, a file not written yet or one left from
-    an earlier recommendation."""
+    """The line that trains the recommendation in its backend's own trainer (:meth:`Backend.trainer_command`: Isaac
+    Lab's), when the ``recommended.yaml`` in ``run_dir`` recommends ``trial``'s checkpoint; None for a backend
+    without one, a file not written yet or one left from an earlier recommendation."""
+    from sweep.backends import get_backend
+
     path = Path(run_dir) / "recommended.yaml"
     if not path.is_file():
         return None
@@ -207,22 +210,23 @@ def trainer_command(run_dir: str | Path, trial: int) -> str | None:
         doc = yaml.safe_load(path.read_text()) or {}
     except (OSError, yaml.YAMLError):
         return None
-    section = doc.get("isaaclab") if isinstance(doc, dict) else None
-    if not isinstance(section, dict) or (doc.get("evidence") or {}).get("trial") != trial:
+    if not isinstance(doc, dict) or (doc.get("evidence") or {}).get("trial") != trial:
         return None
-    command = section.get("command")
-    return str(command) if command else None
+    try:
+        backend = get_backend(str((doc.get("task") or {}).get("backend")))
+    except ConfigError:  # a file naming no backend this sweep knows
+        return None
+    return backend.trainer_command(doc)
 
 
-def _checkpoint_section(run_dir: Path, trial: int, row: dict) -> dict[str, Any] | None:
+def _checkpoint_section(run_dir: Path, trial: int, row: Row) -> dict[str, Any] | None:
     """Where the checkpoint that reached the target lies (relative to the run folder), with its evidence.
 
     None when the trial saved none (a replayed trial). A ledger written before rows named their
     checkpoint points to the trial's own file, which a reached trial leaves as the reaching one.
     """
-    if "checkpoint" in row:
-        path = row["checkpoint"]
-    else:
+    path = row.checkpoint
+    if path is None:
         legacy = checkpoints.relative_path(trial)
         path = legacy if (run_dir / legacy).is_file() else ""
     if not path:
@@ -230,10 +234,10 @@ def _checkpoint_section(run_dir: Path, trial: int, row: dict) -> dict[str, Any] 
     return {
         "path": path,
         "trial": trial,
-        "iteration": row["iteration"],
-        "env_steps": row["env_steps"],
-        "held_out_success": row["success"],
-        "success_ci95": [row["success_lo"], row["success_hi"]],
+        "iteration": row.iteration,
+        "env_steps": row.env_steps,
+        "held_out_success": row.success,
+        "success_ci95": [row.success_lo, row.success_hi],
     }
 
 
@@ -252,24 +256,12 @@ def _trial_config(run_dir: Path, trial: int) -> dict[str, Any] | None:
     return None
 
 
-def _config_from_params(row: dict) -> Any:
+def _config_from_params(row: Row) -> Any:
     """A run folder without the dispatched config (older studies): the trial's config from its ledger params, mode
     (``stock`` for a stock-rsl-rl baseline) included."""
-    from sweep.contract import TrialConfig
-    from sweep.params import TrialParams
+    from sweep.params import trial_config
 
-    p, knobs = row["params"], TrialParams.of(row["params"])
-    return TrialConfig(
-        backend=p["backend"],
-        profile=p["profile"],
-        num_envs=knobs.num_envs,
-        num_steps_per_env=knobs.num_steps_per_env,
-        num_mini_batches=knobs.num_mini_batches,
-        num_learning_epochs=knobs.num_learning_epochs,
-        mode=knobs.mode,
-        seed=row.get("seed", 1),
-        flags=dict(knobs.flags),
-    )
+    return trial_config(row.params, backend=row.params["backend"], profile=row.params["profile"], seed=row.seed)
 
 
 def write(run_dir: str | Path) -> Path | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import json
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from sweep.analysis.summary import (
     states_text,
     summarize,
 )
-from sweep.ledger import PHASES, end_label, last_rows, metrics, read_rows, repair
+from sweep.ledger import NOT_RUN, PHASES, LedgerView, Row, end_label, metrics, read_rows, repair
 from sweep.report.charts import (
     KNOB_COLUMNS,
     REASON_CHARS,
@@ -41,69 +42,73 @@ from sweep.report.charts import (
 from sweep.report.export import trainer_command
 
 
-def trials_table(rows: list[dict]) -> Any:
+def trials_table(rows: Iterable[Row]) -> Any:
     """One line per trial, from its last ledger row: state, knobs, spend, throughput, success."""
     import pandas as pd
 
     records = []
-    for trial, r in sorted(last_rows(rows).items()):
+    for trial, r in sorted(LedgerView.of(rows).last.items()):
         m = metrics(r)
-        rec: dict[str, Any] = {"trial": trial, "state": end_label(r), "reason": r.get("reason", "")}
-        rec["phase"] = r.get("phase", "search") + (" (baseline)" if r.get("baseline") else "")
-        rec.update({k: r["params"].get(k) for k in KNOB_COLUMNS})
-        rec["flags"] = changed_flags(r["params"])
+        rec: dict[str, Any] = {
+            "trial": trial,
+            "state": end_label(r),
+            "reason": r.reason,
+            "phase": r.phase + (" (baseline)" if r.baseline else ""),
+            **{k: r.params.get(k) for k in KNOB_COLUMNS},
+            "flags": changed_flags(r.params),
+        }
         rec.update(
             {
-                "seed": r.get("seed"),
-                "gpu": r.get("gpu") or None,
-                "env_steps": r["env_steps"],
-                "throughput_sps": m["throughput_sps"],
-                "training_s": m["training_s"],
-                "wall_s": m["wall_s"],
-                "usd": m["usd"],
-                "usd_to_target": m["usd_to_target"],
-                "wall_to_target_s": m["wall_to_target_s"],
-                "success": r.get("success"),
-                "success_lo": r.get("success_lo"),
-                "success_hi": r.get("success_hi"),
-                "bottleneck": m["bottleneck"],
-                "skipped_updates": r.get("skipped_updates", 0),
-                "checkpoint": r.get("checkpoint") or None,
+                "seed": r.seed,
+                "gpu": r.gpu or None,
+                "env_steps": r.env_steps,
+                "throughput_sps": m.throughput_sps,
+                "training_s": m.training_s,
+                "wall_s": m.wall_s,
+                "usd": m.usd,
+                "usd_to_target": m.usd_to_target,
+                "wall_to_target_s": m.wall_to_target_s,
+                "success": r.success,
+                "success_lo": r.success_lo,
+                "success_hi": r.success_hi,
+                "bottleneck": m.bottleneck,
+                "skipped_updates": r.skipped_updates,
+                "checkpoint": r.checkpoint or None,
             }
         )
-        rec.update({f"{p}_s": float(r["phases_s"].get(p, 0.0)) for p in PHASES})
+        rec.update({f"{p}_s": float(r.phases_s.get(p, 0.0)) for p in PHASES})
         records.append(rec)
     return pd.DataFrame.from_records(records)
 
 
-def curves_table(rows: list[dict]) -> Any:
+def curves_table(rows: Iterable[Row]) -> Any:
     """Held-out success against USD spent, one point per evaluated row."""
     import pandas as pd
 
     return pd.DataFrame.from_records(
         [
-            {"trial": r["trial"], "usd": metrics(r)["usd"], "success": r["success"], "state": r["state"]}
+            {"trial": r.trial, "usd": metrics(r).usd, "success": r.success, "state": r.state.value}
             for r in rows
-            if r.get("success") is not None
+            if r.success is not None
         ],
         columns=["trial", "usd", "success", "state"],
     )
 
 
-def burn_table(rows: list[dict], budget_usd: float | None) -> Any:
+def burn_table(rows: Sequence[Row], budget_usd: float | None) -> Any:
     """Cumulative study spend over wall time: each row adds what its trial spent since its previous row."""
     import pandas as pd
 
     previous: dict[int, float] = {}
     points = []
-    for r in sorted(rows, key=lambda r: r["wall_time"]):
-        cost = metrics(r)["usd"]
-        delta = cost - previous.get(r["trial"], 0.0)
-        previous[r["trial"]] = cost
-        points.append({"wall_time": r["wall_time"], "delta_usd": delta})
+    for r in sorted(rows, key=lambda r: r.wall_time):
+        cost = metrics(r).usd
+        delta = cost - previous.get(r.trial, 0.0)
+        previous[r.trial] = cost
+        points.append({"wall_time": r.wall_time, "delta_usd": delta})
     if rows:  # the curve starts at the first trial's start, with nothing spent
-        first = min(rows, key=lambda r: r["wall_time"] - r["billable_s"])
-        points.insert(0, {"wall_time": first["wall_time"] - first["billable_s"], "delta_usd": 0.0})
+        first = min(rows, key=lambda r: r.wall_time - r.billable_s)
+        points.insert(0, {"wall_time": first.wall_time - first.billable_s, "delta_usd": 0.0})
     df = pd.DataFrame.from_records(points, columns=["wall_time", "delta_usd"])
     df["spent_usd"] = df["delta_usd"].cumsum()
     if budget_usd is not None:
@@ -159,10 +164,10 @@ def config_map_table(stats: list[ConfigStat]) -> Any:
     return pd.DataFrame.from_records(records, columns=columns).astype({"mean_usd": float})
 
 
-def figures(run_dir: Path, rows: list[dict]) -> list[tuple[str, Any]]:
+def figures(run_dir: Path, rows: LedgerView) -> list[tuple[str, Any]]:
     """Every chart of the page that has something to show, as (section name, plotly figure), in page order."""
     trials, s = trials_table(rows), summarize(rows)
-    ran = trials[trials["state"] != "not run"] if len(trials) else trials  # the charts show trials that ran
+    ran = trials[trials["state"] != NOT_RUN] if len(trials) else trials  # the charts show trials that ran
     stats = config_stats(rows)
     figs: list[tuple[str, Any]] = []
     if len(ran):
@@ -177,8 +182,9 @@ def figures(run_dir: Path, rows: list[dict]) -> list[tuple[str, Any]]:
     return [(name, fig) for name, fig in figs if fig is not None]
 
 
-def render(run_dir: Path, rows: list[dict]) -> str:
-    """The HTML page: summary card, the charts of :func:`figures`, sortable table."""
+def render(run_dir: Path, rows: Iterable[Row]) -> str:
+    """The HTML page: summary card, the charts of :func:`figures`, sortable table (from one view of the ledger)."""
+    rows = LedgerView.of(rows)
     parts = []
     for i, (name, fig) in enumerate(figures(run_dir, rows)):
         parts.append(
@@ -320,7 +326,7 @@ def write(run_dir: str | Path) -> Path:
     if runlock.live_holder(run_dir) is None:
         repair(run_dir / "ledger.jsonl")
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(render(run_dir, read_rows(run_dir / "ledger.jsonl")), encoding="utf-8")
+    tmp.write_text(render(run_dir, LedgerView(read_rows(run_dir / "ledger.jsonl"))), encoding="utf-8")
     os.replace(tmp, path)
     return path
 

@@ -123,8 +123,8 @@ def main(argv: list[str], run: Callable[..., Row]) -> int:
     with writer:
         run(cfg, sink, run_id=run_id, price_usd_per_hour=price.usd_per_hour, price_label=price.label, out_dir=out)
     rows = read_rows(ledger_path)
-    print(format_summary(summarize(rows), rows[-1]["trial"], cfg.target, ledger_path))
-    return 0 if rows[-1]["state"] == TrialState.REACHED else 1
+    print(format_summary(summarize(rows), rows[-1].trial, cfg.target, ledger_path))
+    return 0 if rows[-1].state == TrialState.REACHED else 1
 
 
 def pass_text(

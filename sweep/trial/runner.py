@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from sweep.contract import (
     panel_seeds,
     success_rule,
 )
-from sweep.ledger import PhaseClock, Row, TrialRows
+from sweep.ledger import PhaseClock, Progress, Row, TrialRows
 from sweep.params import trial_params
 from sweep.trial.evaluation import EvalResult, evaluate, pass_due, warm_up_panel
 from sweep.trial.learner import build_learner, describe_device, device_sync, gpu_slot
@@ -150,7 +150,10 @@ class TrialLog:
 
     def __init__(self, cfg: TrialConfig, rows: TrialRows, clock: PhaseClock, sink: Sink, out_dir: Any) -> None:
         self.cfg, self.rows, self.clock, self.sink, self.out_dir = cfg, rows, clock, sink, out_dir
-        self.progress: dict[str, Any] = {"device": describe_device("cpu"), "startup_parts_s": {}}
+        self.progress = Progress(device=describe_device("cpu"))
+        """The trial's figures so far, but for what each row reads from the clock and the device."""
+        self.startup_parts: dict[str, float] = {}
+        """Where the start-up's seconds went (:func:`build` fills it)."""
         self.built: Built | None = None
         self.scalars = TrialScalars(checkpoints.trial_dir(out_dir, rows.trial)) if out_dir is not None else None
 
@@ -159,8 +162,15 @@ class TrialLog:
         peak: tuple[float | None, float | None] = (None, None)
         if self.built is not None:
             peak = peak_memory_gib(self.built.device, self.built.env)
-        figures = {"billable_s": billable, "phases_s": phases, "peak_gpu_gib": peak[0], "gpu_capacity_gib": peak[1]}
-        return self.rows.row(state, {**self.progress, **figures}, reason, cause)
+        figures = replace(
+            self.progress,
+            billable_s=billable,
+            phases_s=phases,
+            peak_gpu_gib=peak[0],
+            gpu_capacity_gib=peak[1],
+            startup_parts_s=dict(self.startup_parts),
+        )
+        return self.rows.row(state, figures, reason, cause)
 
     def send(self, state: TrialState, reason: str = "", cause: EndCause | None = None) -> tuple[Row, str]:
         """Send a row and return it with the planner's answer; the wait is billed to 'answer' (in the next row)."""
@@ -176,9 +186,9 @@ class TrialLog:
     def end(self, ending: Ending) -> Row:
         """The end row, sent; a trial that did not reach the target drops its checkpoint if asked to."""
         state, cause, reason = ending
-        if state != TrialState.REACHED and self.cfg.checkpoints == "reached" and self.progress.get("checkpoint"):
+        if state != TrialState.REACHED and self.cfg.checkpoints == "reached" and self.progress.checkpoint:
             checkpoints.prune(self.out_dir, self.rows.trial)
-            self.progress["checkpoint"] = ""
+            self.progress = replace(self.progress, checkpoint="")
         return self.send(state, reason, cause)[0]
 
     def close(self) -> None:
@@ -206,8 +216,8 @@ def run_trial(
         stack.callback(log.close)
         try:
             with clock.phase("startup"):
-                log.built = built = build(cfg, clock, out_dir, trial, stack, log.progress["startup_parts_s"])
-                log.progress.update(device=describe_device(built.device), gpu=gpu_slot(built.device))
+                log.built = built = build(cfg, clock, out_dir, trial, stack, log.startup_parts)
+                log.progress = replace(log.progress, device=describe_device(built.device), gpu=gpu_slot(built.device))
             clock.sync = device_sync(built.device, built.env)
             with clock.phase("compile"):  # the panel's compile waits for the first pass (see evaluate_once)
                 compile_training(built)
@@ -226,31 +236,37 @@ def compile_training(built: Built) -> None:
 
 def train(cfg: TrialConfig, built: Built, clock: PhaseClock, log: TrialLog) -> Row:
     """Train in rounds of ``eval_every`` iterations; after each, evaluate, checkpoint, send a row, obey the answer."""
-    progress, steps_per_iter = log.progress, cfg.num_envs * cfg.num_steps_per_env
+    steps_per_iter = cfg.num_envs * cfg.num_steps_per_env
     while True:
         # The cap is checked after every iteration, so a trial overruns it by at most one iteration.
         n_iters = built.trainer(cfg.eval_every, lambda: cap_reached(cfg, clock.billable_s(), clock.seconds) is not None)
-        progress["iteration"] = progress.get("iteration", 0) + n_iters
-        progress["env_steps"] = progress.get("env_steps", 0) + n_iters * steps_per_iter
-        progress["skipped_updates"] = perf.skipped_updates(built.alg)
-        progress["mean_return"] = getattr(built.trainer, "take_mean_return", lambda: None)()
-        progress["train_success"] = getattr(built.trainer, "train_success", lambda: None)()
-        progress["on_track"] = built.env.on_track_share(ON_TRACK_MIN_STEPS)
+        log.progress = replace(
+            log.progress,
+            iteration=log.progress.iteration + n_iters,
+            env_steps=log.progress.env_steps + n_iters * steps_per_iter,
+            skipped_updates=perf.skipped_updates(built.alg),
+            mean_return=getattr(built.trainer, "take_mean_return", lambda: None)(),
+            train_success=getattr(built.trainer, "train_success", lambda: None)(),
+            on_track=built.env.on_track_share(ON_TRACK_MIN_STEPS),
+        )
         capped = cap_reached(cfg, clock.billable_s(), clock.seconds)
         # the cap's pass always runs: nothing goes unevaluated
-        if capped or pass_due(progress[cfg.eval_gate_signal], cfg.eval_gate):
+        if capped or pass_due(getattr(log.progress, cfg.eval_gate_signal), cfg.eval_gate):
             result = evaluate_once(cfg, built, clock)
-            progress.update(record(result, cfg.target), eval_episodes=cfg.eval_episodes)
+            log.progress = record(log.progress, result, cfg.target, cfg.eval_episodes)
             if capped and not result.reached(cfg.target):
                 return log.end(capped)
         else:
-            progress.update(NO_PASS)
+            log.progress = replace(
+                log.progress, success=None, success_lo=None, success_hi=None, success_max=None, eval_episodes=0
+            )  # a checkpoint whose held-out pass was skipped: no bounds
         with clock.phase("checkpoint"):
             if cfg.save_checkpoints and log.out_dir is not None:
-                meta = checkpoint_meta(cfg, log.rows, progress, built.alg, built.env)
-                progress["checkpoint"] = checkpoints.save(built.alg.save(), meta, log.out_dir, log.rows.trial)
+                meta = checkpoint_meta(cfg, log.rows, log.progress, built.alg, built.env)
+                saved = checkpoints.save(built.alg.save(), meta, log.out_dir, log.rows.trial)
+                log.progress = replace(log.progress, checkpoint=saved)
         _, answer = log.send(TrialState.RUNNING)
-        ending = end_state(progress["success"], cfg.target, answer)
+        ending = end_state(log.progress.success, cfg.target, answer)
         if ending is not None:
             return log.end(ending)
 
@@ -276,33 +292,22 @@ def evaluate_once(cfg: TrialConfig, built: Built, clock: PhaseClock) -> EvalResu
 ON_TRACK_MIN_STEPS = 100
 
 
-#: A checkpoint whose held-out pass was skipped (:func:`sweep.trial.evaluation.pass_due`): no bounds, zero episodes.
-NO_PASS: dict[str, Any] = {
-    "success": None,
-    "success_lo": None,
-    "success_hi": None,
-    "success_max": None,
-    "eval_episodes": 0,
-}
-
-
-def record(result: EvalResult, target: float) -> dict[str, Any]:
-    """A pass as the ledger records it. A pass stopped below the target has no rate (``success`` None), only the
-    bounds of what a full pass would have measured; the pruner extrapolates full passes only."""
+def record(progress: Progress, result: EvalResult, target: float, episodes: int) -> Progress:
+    """``progress`` with a pass of ``episodes`` episodes as the ledger records it. A pass stopped below the target
+    has no rate (``success`` None), only the bounds of what a full pass would have measured; the pruner extrapolates
+    full passes only."""
     lo, hi = result.interval
     if not result.decided_early:
-        return {"success": result.rate, "success_lo": lo, "success_hi": hi, "success_max": None}
-    rate = result.rate if result.reached(target) else None
-    return {"success": rate, "success_lo": lo, "success_hi": hi, "success_max": result.rate_max}
+        rate, most = result.rate, None
+    else:
+        rate, most = (result.rate if result.reached(target) else None), result.rate_max
+    return replace(progress, success=rate, success_lo=lo, success_hi=hi, success_max=most, eval_episodes=episodes)
 
 
 def runner_for(backend: str) -> TrialRunner:
-    """The trial runner of a backend: recorded trials (``replay``) are served, every other backend simulates."""
-    if backend == "replay":
-        from sweep.backends.replay import replay_trial
-
-        return replay_trial
-    return run_trial
+    """The trial runner of a backend: its own where it has one (:meth:`Backend.trial_runner`: the replay serves
+    recorded trials), else :func:`run_trial`, which simulates."""
+    return get_backend(backend).trial_runner() or run_trial
 
 
 def run_any(cfg: TrialConfig, sink: Sink, **kwargs: Any) -> Row:
@@ -310,14 +315,18 @@ def run_any(cfg: TrialConfig, sink: Sink, **kwargs: Any) -> Row:
     return runner_for(cfg.backend)(cfg, sink, **kwargs)
 
 
-def checkpoint_meta(cfg: TrialConfig, rows: TrialRows, progress: dict, alg: Any, env: Any) -> dict[str, Any]:
+def checkpoint_meta(cfg: TrialConfig, rows: TrialRows, progress: Progress, alg: Any, env: Any) -> dict[str, Any]:
     """What ``checkpoint.json`` records: the ledger row the checkpoint belongs to and the actor's sizes."""
     return {
         "run_id": rows.run_id,
         "trial": rows.trial,
-        **{k: progress[k] for k in ("iteration", "env_steps", "success", "success_lo", "success_hi")},
+        "iteration": progress.iteration,
+        "env_steps": progress.env_steps,
+        "success": progress.success,
+        "success_lo": progress.success_lo,
+        "success_hi": progress.success_hi,
         "eval_episodes": cfg.eval_episodes,
-        "reached": progress["success"] is not None and progress["success"] >= cfg.target,
+        "reached": progress.success is not None and progress.success >= cfg.target,
         "obs_dim": int(alg.get_policy().obs_dim),
         "num_actions": int(env.num_actions),
     }

@@ -16,17 +16,6 @@ from typing import Any
 from sweep.contract import TrialState
 from sweep.ledger import PHASES, Row, metrics
 
-#: Ledger columns written as they are (when recorded), by tag.
-_ROW_SCALARS = {
-    "success": "held_out/success",
-    "success_lo": "held_out/success_lo",
-    "success_hi": "held_out/success_hi",
-    "success_max": "held_out/success_max",
-    "mean_return": "train/mean_return",
-    "train_success": "train/success",
-    "on_track": "train/on_track",
-}
-
 
 class TrialScalars:
     """Writes a trial's ledger rows as TensorBoard scalars into ``log_dir`` (opened at the first row)."""
@@ -75,16 +64,21 @@ class TrialScalars:
             self._writer = None
 
 
-def scalars(row: Row | dict) -> dict[str, float]:
+def scalars(row: Row) -> dict[str, float]:
     """Tag -> value for one ledger row: what :class:`TrialScalars` writes (None-valued figures left out)."""
-    r = row if isinstance(row, dict) else row.__dict__
-    m = metrics(r)
-    out: dict[str, float] = {}
-    for key, tag in _ROW_SCALARS.items():
-        if r.get(key) is not None:
-            out[tag] = float(r[key])
-    out["perf/env_steps_per_s"] = float(m["throughput_sps"])
-    out["cost/usd"] = float(m["usd"])
-    out["cost/billable_s"] = float(m["wall_s"])
-    out.update({f"phases/{p}_s": float(r["phases_s"].get(p, 0.0)) for p in PHASES})
+    m = metrics(row)
+    recorded = {  # the row's own figures, written as they are (when recorded)
+        "held_out/success": row.success,
+        "held_out/success_lo": row.success_lo,
+        "held_out/success_hi": row.success_hi,
+        "held_out/success_max": row.success_max,
+        "train/mean_return": row.mean_return,
+        "train/success": row.train_success,
+        "train/on_track": row.on_track,
+    }
+    out = {tag: float(value) for tag, value in recorded.items() if value is not None}
+    out["perf/env_steps_per_s"] = float(m.throughput_sps)
+    out["cost/usd"] = float(m.usd)
+    out["cost/billable_s"] = float(m.wall_s)
+    out.update({f"phases/{p}_s": float(row.phases_s.get(p, 0.0)) for p in PHASES})
     return out

@@ -561,3 +561,10 @@ class IsaacLab(Backend):
         rsl_rl_only = {"how": RSL_RL_ONLY_NOTE, **plain(only), "perf_flags": perf.resolve(cfg.flags)}
         agent = plain(agent)
         return {"agent": agent, "isaaclab": {**section, "agent": agent, "env": env, "rsl_rl_only": rsl_rl_only}}
+
+    def trainer_command(self, doc: dict[str, Any]) -> str | None:
+        """The ``command`` of ``recommended.yaml``'s ``isaaclab`` section: Isaac Lab's trainer on the task with the
+        recommended config's override line (:meth:`export_section`)."""
+        section = doc.get("isaaclab")
+        command = section.get("command") if isinstance(section, dict) else None
+        return str(command) if command else None
