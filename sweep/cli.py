@@ -39,9 +39,11 @@ def run_main(main: Callable[[list[str]], int | None], argv: Sequence[str] | None
     except SweepError as exc:
         print(f"error: {printable(str(exc))}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # a stop signal before the study began (after, sweep.run returns its status)
+        from sweep import stops
+
         safe_print("interrupted", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(stops.exit_status())
     except BrokenPipeError:  # the reader of our output went away (`| head`, a closed `| tee`)
         quiet_stdout()
         sys.exit(1)
