@@ -917,8 +917,8 @@ def test_a_stock_trial_on_isaac_lab_trains_with_rsl_rls_own_runner(asset_root, t
     proc = run_module("sweep.trial", "backend=isaaclab", *args, cwd=tmp_path, timeout=400)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     rows = read_rows(tmp_path / "ledger.jsonl")
-    assert rows[-1]["params"]["mode"] == "stock" and rows[-1]["env_steps"] > 0
-    assert rows[-1]["phases_s"]["learn"] > 0 and "Learning iteration" in proc.stdout
+    assert rows[-1].params["mode"] == "stock" and rows[-1].env_steps > 0
+    assert rows[-1].phases_s.learn > 0 and "Learning iteration" in proc.stdout
 
 
 @pytest.mark.isaaclab
