@@ -45,6 +45,8 @@ SPACE_HASH = "space_sha256"
 SUCCESS_RULE = "success_rule"
 
 #: Top-level keys a resumed run may change (the study's space, target and seeds stay as they were).
+#: Keys whose command-line values are paths or names, kept as typed (``out=00`` is the folder ``00``).
+TEXT_KEYS = frozenset({"space", "out", "run_id", "resume"})
 RESUME_OVERRIDABLE = ("budget", "price", "workers", "search.prune", "checkpoints")
 
 
@@ -54,14 +56,14 @@ def prepare(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool]:
 
     from sweep.cli import parse_overrides
 
-    overrides = parse_overrides(argv)
+    overrides = parse_overrides(argv, text_keys=TEXT_KEYS)
     has_gpu = torch.cuda.is_available()
     resume = overrides.pop("resume", None)
     if resume is not None and (not isinstance(resume, str) or not resume.strip()):
         raise ConfigError(f"resume={resume}: give the run folder to continue (resume=reports/<run_id>)")
     if resume:
         run_dir = Path(str(resume))
-        if not (run_dir / "config.yaml").is_file() or not (run_dir / "study.db").is_file():
+        if not all(config_mod.is_file(run_dir / name) for name in ("config.yaml", "study.db")):
             raise ConfigError(
                 f"resume={resume}: not a sweep run folder (needs config.yaml and study.db); "
                 "give a folder under reports/ written by sweep.run"
@@ -91,8 +93,12 @@ def prepare(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool]:
     for note in notes:  # after the checks: bad input gets its one line alone
         safe_print(f"sweep: {note}", file=sys.stderr)
     run_dir = Path(cfg.out) / cfg.run_id
-    runlock.check_free(run_dir)
-    check_new(cfg, run_dir)
+    try:
+        runlock.check_free(run_dir)
+        check_new(cfg, run_dir)
+    except OSError as exc:  # a name the filesystem refuses (too long, ...)
+        msg = f"out={cfg.out}: cannot use the run folder {run_dir} ({exc.strerror}); choose another out="
+        raise ConfigError(msg) from exc
     return cfg, run_dir, False
 
 
