@@ -156,6 +156,7 @@ def _gpu_free(monkeypatch) -> None:
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(key=st.sampled_from(KEYS), value=VALUES)
 def test_a_value_in_the_space_file_starts_the_run_or_is_refused_in_one_line(key: str, value: Any) -> None:
@@ -165,6 +166,7 @@ def test_a_value_in_the_space_file_starts_the_run_or_is_refused_in_one_line(key:
         check(key, [f"space={path}"])
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(key=st.sampled_from(KEYS), raw=RAW)
 @example(key="out", raw="00")  # a folder named 00, not the number 0

@@ -12,6 +12,7 @@ import time
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
+import pytest
 import tomllib
 
 from sweep import run as run_mod
@@ -120,6 +121,7 @@ def test_a_missing_package_every_trial_needs_is_named_before_ray_starts(tmp_path
     assert not (tmp_path / "reports").exists(), "a folder was left behind"
 
 
+@pytest.mark.slow
 def test_the_same_failure_in_a_row_stops_the_study_says_why_and_exits_non_zero(tmp_path: Path) -> None:
     # A flatbuffers that imports but lacks what jax.export needs: the driver's check passes, every trial fails alike.
     env = planted(tmp_path, "")

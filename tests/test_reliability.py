@@ -70,6 +70,7 @@ def no_stray_ray():
     subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "stop", "--force"], capture_output=True, check=False)
 
 
+@pytest.mark.slow
 def test_killed_worker_fails_its_trial_and_the_study_goes_on(tmp_path: Path) -> None:
     out = tmp_path / "reports"
     proc = start(slow_space(tmp_path), "w", out)
@@ -92,6 +93,7 @@ def test_killed_worker_fails_its_trial_and_the_study_goes_on(tmp_path: Path) -> 
     assert len(study(out / "w").trials) == len(ends)
 
 
+@pytest.mark.slow
 def test_killed_driver_then_resume_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     out = tmp_path / "reports"
     proc = start(slow_space(tmp_path), "d", out)
@@ -127,6 +129,7 @@ def test_killed_driver_then_resume_loses_and_duplicates_nothing(tmp_path: Path) 
     assert not (out / "d" / runlock.LOCK_FILE).exists()  # taken over, then removed at the clean end
 
 
+@pytest.mark.slow
 def test_ctrl_c_bills_running_trials_and_writes_the_report(tmp_path: Path) -> None:
     out = tmp_path / "reports"
     proc = start(slow_space(tmp_path), "c", out)
@@ -143,6 +146,7 @@ def test_ctrl_c_bills_running_trials_and_writes_the_report(tmp_path: Path) -> No
     assert (out / "c" / "report.html").exists()
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_the_output_goes_through_a_pipe_still_writes_the_report(tmp_path: Path) -> None:
     """``sweep.run ... | tee log`` and Ctrl-C: the same SIGINT ends tee, so stdout is a broken pipe."""
     out = tmp_path / "reports"
@@ -325,6 +329,7 @@ def test_divergence_and_out_of_memory_fail_the_trial_with_the_cost_counted(fault
     assert rows[-1] is final
 
 
+@pytest.mark.slow
 def test_fast_finite_check_skips_a_poisoned_update_and_the_ledger_counts_it(monkeypatch) -> None:
     monkeypatch.setattr("sweep.trial.runner.get_backend", lambda name: FaultyBackend("nan_reward", at=12))
     cfg = tiny_trial(num_steps_per_env=8, eval_every_steps=16, flags={"compile_cache": True, "fast_finite_check": True})
@@ -335,6 +340,7 @@ def test_fast_finite_check_skips_a_poisoned_update_and_the_ledger_counts_it(monk
     assert rows[0].skipped_updates == final.skipped_updates  # already on the first checkpoint row
 
 
+@pytest.mark.slow
 def test_soak_thirty_trials_rows_and_study_agree(tmp_path: Path) -> None:
     path = space_file(tmp_path)
     data = yaml.safe_load(path.read_text())
@@ -377,6 +383,7 @@ def test_soak_thirty_trials_rows_and_study_agree(tmp_path: Path) -> None:
     assert len(s.trials) == len(ends)
 
 
+@pytest.mark.slow
 def test_soak_three_killed_drivers_and_resumes_in_a_row_lose_and_duplicate_nothing(tmp_path: Path) -> None:
     from sweep.ledger import summary_figures
 

@@ -135,7 +135,6 @@ def test_under_budget_runs_the_planner_measures_the_baseline_first_and_stops_at_
         assert bench.judge("p", [study], t).runs[0] <= 6.0
 
 
-@pytest.mark.slow
 def test_the_benchmark_prints_one_line_per_strategy_and_budget(table: Path, tmp_path: Path) -> None:
     script = str(ROOT / "benchmarks" / "search_efficiency.py")
     out = subprocess.run(
