@@ -36,8 +36,8 @@ from typing import Any
 import torch
 
 from sweep import checkpoints
-from sweep.contract import TrialConfig
-from sweep.ledger import PhaseClock, TrialRows
+from sweep.contract import TrialConfig, TrialState
+from sweep.ledger import PhaseClock, PhaseSeconds, Progress, TrialRows
 from sweep.params import trial_params
 from sweep.trial.learner import PolicyTimer, describe_device, device_sync
 from sweep.trial.runner import ON_TRACK_MIN_STEPS, build, compile_training, peak_memory_gib
@@ -104,7 +104,8 @@ def measure(cfg: TrialConfig, rounds: int, repeats: int, out_dir: Path) -> dict[
         rows = TrialRows("loop_overheads", 0, trial_params(cfg), cfg.seed, 1.0, "bench")
         scalars = TrialScalars(checkpoints.trial_dir(out_dir, 0))
         stack.callback(scalars.close)
-        row = rows.row("running", {"billable_s": 1.0, "phases_s": clock.snapshot()[1], "env_steps": 1})
+        progress = Progress(billable_s=1.0, phases_s=PhaseSeconds.of(clock.snapshot()[1]), env_steps=1)
+        row = rows.row(TrialState.RUNNING, progress)
         cuda = built.device.startswith("cuda")
 
         def empty_phase() -> None:

@@ -17,6 +17,9 @@ VERBS = {
 
 
 def main(argv: list[str] | None = None) -> None:
+    from sweep import deps
+
+    deps.at_entry()  # the console script: before the verb's module imports anything
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] not in VERBS:
         print(f"usage: sweep {{{','.join(VERBS)}}} key=value ... (for example: sweep run space=locomotion)",

@@ -15,8 +15,9 @@ from sweep.errors import SweepError
 EXIT_BAD_INPUT = 2
 
 
-def parse_overrides(argv: Sequence[str]) -> dict[str, Any]:
-    """``["a.b=3", "c=[1,2]"]`` -> ``{"a.b": 3, "c": [1, 2]}``; values are read as YAML scalars/lists."""
+def parse_overrides(argv: Sequence[str], text_keys: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """``["a.b=3", "c=[1,2]"]`` -> ``{"a.b": 3, "c": [1, 2]}``; values are read as YAML scalars/lists, except those
+    of ``text_keys`` (paths and names: ``out=00`` is the folder ``00``, not the number 0), kept as typed."""
     out: dict[str, Any] = {}
     for arg in argv:
         if "=" not in arg or arg.startswith("="):
@@ -24,6 +25,9 @@ def parse_overrides(argv: Sequence[str]) -> dict[str, Any]:
         key, raw = arg.split("=", 1)
         if key.strip() in out:
             raise SweepError(f"command line: {key.strip()} is given twice; keep one {key.strip()}=... argument")
+        if key.strip() in text_keys:
+            out[key.strip()] = raw
+            continue
         try:
             out[key.strip()] = yaml.safe_load(raw) if raw != "" else ""
         except yaml.YAMLError:
@@ -39,9 +43,11 @@ def run_main(main: Callable[[list[str]], int | None], argv: Sequence[str] | None
     except SweepError as exc:
         print(f"error: {printable(str(exc))}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # a stop signal before the study began (after, sweep.run returns its status)
+        from sweep import stops
+
         safe_print("interrupted", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(stops.exit_status())
     except BrokenPipeError:  # the reader of our output went away (`| head`, a closed `| tee`)
         quiet_stdout()
         sys.exit(1)

@@ -20,6 +20,11 @@ class MissingExtraError(SweepError):
     """An optional dependency is absent; the message names the extra to install."""
 
 
+class BrokenDependency(SweepError, ImportError):
+    """A declared dependency is missing, outside its declared range, or raises on import (:mod:`sweep.deps`); an
+    ``ImportError`` too, so that code which imports a package optionally still falls back."""
+
+
 class TrialFailed(SweepError):
     """A trial could not go on (divergence, out of memory, simulator error); the reason is kept."""
 
@@ -75,6 +80,8 @@ def check_imports(
     for module in modules:
         try:
             import_quietly(module, (noise or {}).get(module, ()))
+        except BrokenDependency:  # already its one line, naming the package and its range
+            raise
         except ImportError as exc:
             missing = getattr(exc, "name", None) or module
             if not isinstance(exc, ModuleNotFoundError) or missing.split(".")[0] == "sweep":

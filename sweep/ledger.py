@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
+from sweep import faults
 from sweep.contract import one_time_s
 from sweep.prices import usd
 from sweep.record import PHASES, EndCause, PhaseSeconds, Progress, Row, TrialState
@@ -167,9 +168,16 @@ class LedgerWriter:
         self._file.seek(0, os.SEEK_END)
 
     def append(self, row: Row) -> None:
-        self._file.write(row.to_json().encode() + b"\n")
+        data = row.to_json().encode() + b"\n"
+        faults.point("ledger.write")
+        if faults.reached("ledger.torn"):  # a kill mid-write: what a resume must repair
+            self._file.write(data[: len(data) // 2])
+            self._file.flush()
+            faults.die()
+        self._file.write(data)
         self._file.flush()
         os.fsync(self._file.fileno())
+        faults.point("ledger.synced")
 
     def close(self) -> None:
         self._file.close()

@@ -11,9 +11,7 @@ import contextlib
 import hashlib
 import os
 import re
-import signal
 import sys
-import threading
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -22,6 +20,7 @@ from typing import Any
 import yaml
 
 from sweep import config as config_mod
+from sweep import faults, runlock, stops
 from sweep.cli import safe_print
 from sweep.config import validation
 from sweep.errors import ConfigError, check_imports
@@ -29,10 +28,14 @@ from sweep.errors import ConfigError, check_imports
 RUN_FILES = ("config.yaml", "study.db")
 #: What the driver imports only once trials have run (the pool, the study, the report): checked up front, so a
 #: missing package cannot cost a sweep its report.
-DRIVER_MODULES = ("ray", "optuna", "sweep.planner", "sweep.execution", "sweep.report", "sweep.report.export")
+DRIVER_MODULES = (
+    *("ray", "optuna", "sweep.planner", "sweep.execution", "sweep.report", "sweep.report.export"),
+    "plotly.graph_objects",  # the report's charts import it only as they draw
+)
 
 
-#: Exit status of a run whose trials all failed before any was evaluated (bad input is 2, Ctrl-C 130).
+#: Exit status of a run whose trials all failed before any was evaluated (bad input is 2, a stop signal 128 + its
+#: number: Ctrl-C 130, SIGTERM 143, SIGHUP 129).
 EXIT_ALL_FAILED = 1
 
 #: The key of config.yaml that records the SHA-256 of the space file the run was composed from.
@@ -42,6 +45,8 @@ SPACE_HASH = "space_sha256"
 SUCCESS_RULE = "success_rule"
 
 #: Top-level keys a resumed run may change (the study's space, target and seeds stay as they were).
+#: Keys whose command-line values are paths or names, kept as typed (``out=00`` is the folder ``00``).
+TEXT_KEYS = frozenset({"space", "out", "run_id", "resume"})
 RESUME_OVERRIDABLE = ("budget", "price", "workers", "search.prune", "checkpoints")
 
 
@@ -51,18 +56,19 @@ def prepare(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool]:
 
     from sweep.cli import parse_overrides
 
-    overrides = parse_overrides(argv)
+    overrides = parse_overrides(argv, text_keys=TEXT_KEYS)
     has_gpu = torch.cuda.is_available()
     resume = overrides.pop("resume", None)
     if resume is not None and (not isinstance(resume, str) or not resume.strip()):
         raise ConfigError(f"resume={resume}: give the run folder to continue (resume=reports/<run_id>)")
     if resume:
         run_dir = Path(str(resume))
-        if not (run_dir / "config.yaml").is_file() or not (run_dir / "study.db").is_file():
+        if not all(config_mod.is_file(run_dir / name) for name in ("config.yaml", "study.db")):
             raise ConfigError(
                 f"resume={resume}: not a sweep run folder (needs config.yaml and study.db); "
                 "give a folder under reports/ written by sweep.run"
             )
+        runlock.check_free(run_dir)  # said before the checks below; the lock itself is taken once they pass
         saved = config_mod.saved_config(config_mod.read_yaml(run_dir / "config.yaml"))
         saved.pop(SPACE_HASH, None)  # records of the space file and of the rule, not settings
         saved.pop(SUCCESS_RULE, None)
@@ -87,9 +93,19 @@ def prepare(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool]:
     for note in notes:  # after the checks: bad input gets its one line alone
         safe_print(f"sweep: {note}", file=sys.stderr)
     run_dir = Path(cfg.out) / cfg.run_id
+    try:
+        runlock.check_free(run_dir)
+        check_new(cfg, run_dir)
+    except OSError as exc:  # a name the filesystem refuses (too long, ...)
+        msg = f"out={cfg.out}: cannot use the run folder {run_dir} ({exc.strerror}); choose another out="
+        raise ConfigError(msg) from exc
+    return cfg, run_dir, False
+
+
+def check_new(cfg: config_mod.RunConfig, run_dir: Path) -> None:
+    """A new run's folder must hold no run yet."""
     if (run_dir / "study.db").exists():
         raise ConfigError(f"run_id={cfg.run_id}: {run_dir} already holds a run; continue it with resume={run_dir}")
-    return cfg, run_dir, False
 
 
 def space_record(space: str) -> dict[str, str]:
@@ -118,7 +134,7 @@ def make_run_dir(cfg: config_mod.RunConfig, run_dir: Path) -> None:
     made = [p for p in (run_dir, *run_dir.parents) if not p.exists()]
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-        probe = run_dir / ".write-test"
+        probe = run_dir / f".write-test-{os.getpid()}"  # two drivers may make one folder at once
         probe.write_text("ok")
         probe.unlink()
     except OSError as exc:
@@ -134,14 +150,13 @@ def check_study(run_dir: Path) -> None:
     """Refuse, in one line and before Ray starts, a study that cannot be read or lacks trials the ledger bills.
 
     The ledger is the record of spend: a resume on a damaged or replaced ``study.db`` would start a new study,
-    reuse trial numbers and drop those dollars from the report and the budget. Torn ledger lines are moved aside
-    first (said once).
+    reuse trial numbers and drop those dollars from the report and the budget. It only reads: the folder is not held
+    yet (torn ledger lines are moved aside by the planner's ledger writer, once it holds the folder).
     """
     import optuna
 
-    from sweep.ledger import read_rows, repair
+    from sweep.ledger import read_rows
 
-    repair(run_dir / "ledger.jsonl")
     billed = {r.trial for r in read_rows(run_dir / "ledger.jsonl")}
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     keep = f"the ledger keeps every row and dollar; restore {run_dir / 'study.db'} from a copy or start a new run"
@@ -215,18 +230,40 @@ def plan(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool, tuple[str, 
 
 
 def main(argv: list[str]) -> int:
+    stops.reset()
+    previous = stops.install()  # SIGTERM and SIGHUP end a run as Ctrl-C does, from the first check on
+    try:
+        faults.arm()
+        cfg, run_dir, resuming, runtime = plan(argv)
+        if not resuming:
+            make_run_dir(cfg, run_dir)
+        with runlock.acquire(run_dir) as lock:
+            faults.point("lock")
+            if not resuming:
+                check_new(cfg, run_dir)  # again, holding it: another driver may have run here since the checks
+            return drive(cfg, run_dir, resuming, runtime, lock)
+    finally:
+        stops.restore(previous)
+
+
+def drive(
+    cfg: config_mod.RunConfig,
+    run_dir: Path,
+    resuming: bool,
+    runtime: tuple[str, Any, float],
+    lock: runlock.RunLock,
+) -> int:
+    """Run the study in a folder this driver holds, then write its outputs; returns the exit status."""
     import torch
 
-    cfg, run_dir, resuming, (profile, price, control_dt_s) = plan(argv)
+    profile, price, control_dt_s = runtime
     has_gpu = torch.cuda.is_available()
-    if not resuming:
-        make_run_dir(cfg, run_dir)
     # On resume too: a raised budget must be what the report and the next resume read.
     record = recorded_space(run_dir) if resuming else space_record(cfg.space)
     from sweep.backends import get_backend
 
     record[SUCCESS_RULE] = get_backend(cfg.backend).success_text(cfg.target)
-    (run_dir / "config.yaml").write_text(yaml.safe_dump({**asdict(cfg), **record}, sort_keys=False))
+    write_atomic(run_dir / "config.yaml", yaml.safe_dump({**asdict(cfg), **record}, sort_keys=False))
     safe_print(
         f"sweep: run {run_dir} | space {record['space']} | backend {cfg.backend} profile {profile} | "
         f"budget ${cfg.budget.usd:g} (per trial ${cfg.budget.trial_usd:g}) at {price.label} ${price.usd_per_hour:g}/h",
@@ -238,14 +275,14 @@ def main(argv: list[str]) -> int:
     from sweep.report.live import Progress
 
     pool = WorkerPool(cfg.workers, use_gpu=has_gpu)
+    stops.install()  # ray.init put its own SIGTERM handler (and its core worker's stack dump) in place of ours
     progress = Progress()
-    ctrl_c = threading.Event()
+    interrupted = False
 
-    def on_sigint(signum: int, frame: Any) -> None:
-        ctrl_c.set()  # kept even where Ray's client code defers or swallows the KeyboardInterrupt
-        raise KeyboardInterrupt
+    def stop_requested() -> str:
+        lock.check()  # taken over by another driver: raise, and write nothing more
+        return stops.requested()
 
-    previous = signal.signal(signal.SIGINT, on_sigint)
     compiling: list = []
     try:
         wait_ready(pool)
@@ -253,21 +290,30 @@ def main(argv: list[str]) -> int:
         safe_print(f"sweep: {pool.size} worker(s) ({where})", flush=True)
         compiling = precompile.start(cfg, run_dir, profile, has_gpu)
         pool.preload(precompile.worker_plan(cfg, run_dir, profile, has_gpu))
-        Planner(cfg, run_dir, pool, price, profile, control_dt_s, progress, interrupted=ctrl_c.is_set).run()
+        Planner(cfg, run_dir, pool, price, profile, control_dt_s, progress, interrupted=stop_requested).run()
     except KeyboardInterrupt:
-        ctrl_c.set()
+        interrupted = True
     finally:
-        precompile.stop(compiling)
-        progress.close()
-        pool.shutdown()
-        signal.signal(signal.SIGINT, previous)
-    outcome = finish(cfg, run_dir)
-    if ctrl_c.is_set():
-        return 130
+        with stops.held():  # a stop signal now waits for the workers' end, then the report
+            precompile.stop(compiling)
+            progress.close()
+            pool.shutdown()
+    lock.check()
+    with stops.held():  # a stop signal now lets the report be written first
+        outcome = finish(cfg, run_dir)
+    if interrupted or stops.requested():
+        return stops.exit_status()
     if outcome.failed_trials and not outcome.evaluated:
         safe_print("sweep: every trial failed before its first held-out pass: nothing was measured", file=sys.stderr)
         return EXIT_ALL_FAILED
     return 0
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` beside ``path`` and rename it over ``path``: a kill mid-write leaves the old file whole."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def finish(cfg: config_mod.RunConfig, run_dir: Path) -> Any:
@@ -279,10 +325,13 @@ def finish(cfg: config_mod.RunConfig, run_dir: Path) -> Any:
     from sweep.report import page as report
 
     rows_path = run_dir / "ledger.jsonl"
+    faults.point("report")
     try:
         recommended = export.write(run_dir)  # first: the report's card quotes its Isaac Lab trainer line
     finally:  # the report is written even when the export fails
+        faults.point("report")
         html = report.write(run_dir)
+    faults.point("report")
     outcome = summary.summarize(read_rows(rows_path))
     best = outcome.recommended
     trainer = export.trainer_command(run_dir, best.trial) if best is not None else None

@@ -33,7 +33,7 @@ def isaac_asset_root(tmp_path_factory: pytest.TempPathFactory) -> str:
     """One offline Isaac Lab asset root with the ANYmal stand-in (tests/isaaclab_standin.py) and the real Go2
     (tests/isaaclab_go2.py), set for this process before Isaac Lab is imported: Isaac Lab reads the root once per
     process, so every test file of the session shares it."""
-    from sweep.backends.isaaclab.backend import use_asset_root
+    from sweep.backends.isaaclab.scene import use_asset_root
     from tests import isaaclab_go2, isaaclab_standin
 
     root = tmp_path_factory.mktemp("isaac-assets")

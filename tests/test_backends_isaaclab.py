@@ -27,6 +27,7 @@ from sweep.backends import get_backend
 from sweep.backends.isaaclab import backend as il
 from sweep.backends.isaaclab import cfg as ilc
 from sweep.backends.isaaclab import evaluation as ile
+from sweep.backends.isaaclab import scene as ils
 from sweep.backends.policy import MlpPolicy
 from sweep.config import validation
 from sweep.contract import TrialConfig, panel_seeds
@@ -268,20 +269,20 @@ def test_asset_paths_walk_the_config_tree_and_missing_ones_are_listed(tmp_path) 
 
 
 def test_asset_root_is_set_before_isaac_lab_is_imported(tmp_path, monkeypatch) -> None:
-    monkeypatch.delenv(il.ASSET_ROOT_ENV, raising=False)
-    il.use_asset_root(None)
-    assert il.ASSET_ROOT_ENV not in __import__("os").environ
+    monkeypatch.delenv(ils.ASSET_ROOT_ENV, raising=False)
+    ils.use_asset_root(None)
+    assert ils.ASSET_ROOT_ENV not in __import__("os").environ
     with pytest.raises(ConfigError, match=r"asset_root=.*no such folder"):
-        il.use_asset_root(str(tmp_path / "nowhere"))
-    il.use_asset_root(str(tmp_path))
-    assert __import__("os").environ[il.ASSET_ROOT_ENV] == str(tmp_path.resolve())
+        ils.use_asset_root(str(tmp_path / "nowhere"))
+    ils.use_asset_root(str(tmp_path))
+    assert __import__("os").environ[ils.ASSET_ROOT_ENV] == str(tmp_path.resolve())
     monkeypatch.setitem(sys.modules, "isaaclab.utils.assets", SimpleNamespace(NUCLEUS_ASSET_ROOT_DIR="/elsewhere"))
     with pytest.raises(ConfigError, match="already imported"):
-        il.use_asset_root(str(tmp_path))
+        ils.use_asset_root(str(tmp_path))
 
 
 def test_physx_without_isaac_sim_is_one_line_naming_the_newton_preset(monkeypatch) -> None:
-    monkeypatch.setattr(il, "_find_spec", lambda name: None if name == "isaacsim" else object())
+    monkeypatch.setattr(ils, "_find_spec", lambda name: None if name == "isaacsim" else object())
     with pytest.raises(ConfigError, match="needs Isaac Sim, which is not installed; use physics_preset=newton_mjwarp"):
         get_backend("isaaclab").preflight(FLAT, {"physics_preset": "physx"})
 
@@ -303,7 +304,7 @@ def test_a_system_exit_inside_a_trial_is_a_failed_trial_not_a_dead_worker(monkey
 
 
 def test_success_needs_no_fall_and_mean_errors_under_both_thresholds() -> None:
-    tracker = il.SuccessTracker(5, "cpu")
+    tracker = ils.SuccessTracker(5, "cpu")
     command = torch.tensor([[1.0, 0.0, 0.5]]).repeat(5, 1)
     velocity = torch.tensor(
         [
@@ -382,8 +383,8 @@ class FakeWrapper:
         self.closed = True
 
 
-def fake_env(n: int = 4, panel: bool = False) -> il.IsaacLabEnv:
-    return il.IsaacLabEnv(FakeWrapper(n), None, "NewtonCfg/NewtonMJWarpManager", panel=panel)
+def fake_env(n: int = 4, panel: bool = False) -> ils.IsaacLabEnv:
+    return ils.IsaacLabEnv(FakeWrapper(n), None, "NewtonCfg/NewtonMJWarpManager", panel=panel)
 
 
 #: A deterministic policy of the fake's sizes (3 observations -> 2 actions), as a pass evaluates it.
@@ -427,7 +428,7 @@ def test_a_training_scene_is_never_reset_with_held_out_seeds() -> None:
     assert len(panel.wrapper.actions) == 1
 
 
-class Stepped(il.IsaacLabEnv):
+class Stepped(ils.IsaacLabEnv):
     """The same env without its own pass loop: evaluate steps it from Python, one control step at a time."""
 
     def policy_steps(self, policy: MlpPolicy, steps: int) -> None:
@@ -436,7 +437,7 @@ class Stepped(il.IsaacLabEnv):
 
 def test_a_panel_pass_in_policy_steps_counts_as_evaluate_counts_step_by_step() -> None:
     results = []
-    for cls in (il.IsaacLabEnv, Stepped):
+    for cls in (ils.IsaacLabEnv, Stepped):
         panel = cls(FakeWrapper(4), None, "NewtonCfg/NewtonMJWarpManager", panel=True)
         w = panel.wrapper
         w.unwrapped.reset_time_outs = torch.tensor([True, False, True, True])
@@ -454,11 +455,11 @@ def test_a_panel_pass_in_policy_steps_counts_as_evaluate_counts_step_by_step() -
 
 def test_make_env_refuses_a_second_scene_in_one_process(monkeypatch) -> None:
     env = fake_env(4)
-    monkeypatch.setattr(il, "_SCENE", env)
+    monkeypatch.setattr(ils, "_SCENE", env)
     with pytest.raises(ConfigError, match="one simulation per process"):
         get_backend("isaaclab").make_env(2, 1, "cpu", FLAT)
     env.close()
-    assert env.wrapper.closed and il._SCENE is None
+    assert env.wrapper.closed and ils._SCENE is None
 
 
 class FakeProcess:
@@ -593,8 +594,8 @@ def test_saved_params_read_back_with_their_tuples_and_slices(tmp_path) -> None:
 
 
 def test_make_env_without_isaac_lab_names_the_install_step(monkeypatch) -> None:
-    monkeypatch.setattr(il, "_find_spec", lambda name: None)
-    monkeypatch.setattr(il, "_SCENE", None)
+    monkeypatch.setattr(ils, "_find_spec", lambda name: None)
+    monkeypatch.setattr(ils, "_SCENE", None)
     with pytest.raises(MissingExtraError) as info:
         get_backend("isaaclab").make_env(64, 1, "cpu", FLAT)
     assert isinstance(info.value, SweepError)
@@ -604,7 +605,7 @@ def test_make_env_without_isaac_lab_names_the_install_step(monkeypatch) -> None:
 
 
 def test_make_env_checks_profile_and_knobs_before_importing_anything(monkeypatch) -> None:
-    monkeypatch.setattr(il, "_SCENE", None)
+    monkeypatch.setattr(ils, "_SCENE", None)
     backend = get_backend("isaaclab")
     with pytest.raises(ConfigError, match=r"2\.x task id"):
         backend.make_env(64, 1, "cpu", OLD_FLAT)
@@ -709,7 +710,7 @@ def test_the_anymal_space_validates_without_isaac_lab() -> None:
     assert cfg.backend == "isaaclab" and cfg.profile == FLAT
     options = ilc.check_knobs(cfg.backend_options)
     assert options["physics_preset"] == "newton_mjwarp" and options["asset_root"] is None
-    assert max(cfg.knobs.num_steps_per_env) * il.CONTROL_DT_S <= cfg.constraints.max_update_period_s
+    assert max(cfg.knobs.num_steps_per_env) * ils.CONTROL_DT_S <= cfg.constraints.max_update_period_s
     params = {**{name: values[0] for name, values in space.choices(cfg).items()}, **cfg.search.initial[0]}
     first = space.trial_config(params, cfg, cfg.profile, seed=1, cap_s=60.0)
     assert first.validate().backend_options == options
@@ -719,7 +720,7 @@ def test_the_anymal_space_validates_without_isaac_lab() -> None:
 def test_sweep_run_stops_before_starting_anything_without_isaac_lab(monkeypatch) -> None:
     from sweep import run
 
-    monkeypatch.setattr(il, "_find_spec", lambda name: None)
+    monkeypatch.setattr(ils, "_find_spec", lambda name: None)
     cfg = validation.validate(config.load("anymal_d_flat", {}, has_gpu=True))
     with pytest.raises(MissingExtraError, match=r"pip install isaaclab==3\.0\.0"):
         run.resolve_runtime(cfg, has_gpu=False)
@@ -815,7 +816,7 @@ def test_the_task_trains_with_its_own_config_and_its_panel_never_touches_the_tra
         train_cfg = backend.agent_config(cfg, flags)
         assert train_cfg["actor"]["obs_normalization"] is False and train_cfg["num_steps_per_env"] == 12
         assert train_cfg["init_at_random_ep_len"] is True and train_cfg["experiment_name"] == "anymal_d_flat"
-        assert train_cfg["device"] == il.agent_device(device) and train_cfg["seed"] == 1
+        assert train_cfg["device"] == ils.agent_device(device) and train_cfg["seed"] == 1
         assert "stochastic" not in train_cfg["actor"]  # Isaac Lab's handle_deprecated_rsl_rl_cfg ran
         assert len(env.episode_length_buf.unique()) == 1  # every env started together
         trainer, _ = build_learner(cfg, env, device, flags, PhaseClock(), train_cfg=train_cfg)
@@ -844,7 +845,7 @@ def test_the_task_trains_with_its_own_config_and_its_panel_never_touches_the_tra
 def test_a_contrib_task_runs_the_chosen_newton_preset_and_other_ids_are_one_line(asset_root) -> None:
     backend = get_backend("isaaclab")
     knobs = {"asset_root": asset_root, "env": {"episode_length_s": 1.0}}
-    _, default_cfg, _ = il._task_configs(CONTRIB_FLAT, [])
+    _, default_cfg, _ = ils.task_configs(CONTRIB_FLAT, [])
     assert "Physx" in type(default_cfg.sim.physics).__name__  # left alone, the contrib flat task runs PhysX
     backend.preflight(CONTRIB_FLAT, knobs)
     env = backend.make_env(8, 1, "cpu", CONTRIB_FLAT, **knobs)
@@ -917,8 +918,8 @@ def test_a_stock_trial_on_isaac_lab_trains_with_rsl_rls_own_runner(asset_root, t
     proc = run_module("sweep.trial", "backend=isaaclab", *args, cwd=tmp_path, timeout=400)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     rows = read_rows(tmp_path / "ledger.jsonl")
-    assert rows[-1]["params"]["mode"] == "stock" and rows[-1]["env_steps"] > 0
-    assert rows[-1]["phases_s"]["learn"] > 0 and "Learning iteration" in proc.stdout
+    assert rows[-1].params["mode"] == "stock" and rows[-1].env_steps > 0
+    assert rows[-1].phases_s.learn > 0 and "Learning iteration" in proc.stdout
 
 
 @pytest.mark.isaaclab
@@ -951,7 +952,7 @@ def test_the_exported_line_in_isaac_labs_trainer_saves_the_configs_the_trial_tra
         "cpu",
         "agent.device=cpu",
     ]
-    env = {**os.environ, il.ASSET_ROOT_ENV: asset_root, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, ils.ASSET_ROOT_ENV: asset_root, "PYTHONPATH": str(ROOT)}
     run = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     (saved,) = (tmp_path / "logs" / "rsl_rl").glob("*/*/params")

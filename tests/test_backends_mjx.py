@@ -97,6 +97,7 @@ def test_an_untested_mujoco_is_named_once_on_stderr(monkeypatch, capsys) -> None
     assert "tested with 3.17.x" in err and "pip install mujoco==3.17.0 mujoco-mjx==3.17.0" in err
 
 
+@pytest.mark.slow
 def test_a_pass_in_the_envs_own_loop_counts_as_one_stepped_from_python() -> None:
     """Same panel, same policy: the device loop's pass has the stepped pass's successes, steps and early verdict.
     Forward commands, which the trotting reference alone mostly meets: some episodes succeed, some fail."""

@@ -14,7 +14,7 @@ from unittest import mock
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from sweep import perf
@@ -156,6 +156,7 @@ def _gpu_free(monkeypatch) -> None:
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(key=st.sampled_from(KEYS), value=VALUES)
 def test_a_value_in_the_space_file_starts_the_run_or_is_refused_in_one_line(key: str, value: Any) -> None:
@@ -165,8 +166,12 @@ def test_a_value_in_the_space_file_starts_the_run_or_is_refused_in_one_line(key:
         check(key, [f"space={path}"])
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(key=st.sampled_from(KEYS), raw=RAW)
+@example(key="out", raw="00")  # a folder named 00, not the number 0
+@example(key="out", raw="x" * 300)  # a name the filesystem refuses
+@example(key="space", raw="x" * 300)
 def test_a_value_on_the_command_line_starts_the_run_or_is_refused_in_one_line(key: str, raw: str) -> None:
     assume(not (key == "out" and raw.strip().startswith(("/", "~"))))  # a folder outside this test's own
     check(key, [f"{key}={raw}"])

@@ -50,6 +50,7 @@ def fresh_policy(profile: str, seed: int, panel_envs: int):
     return alg.get_policy(), panel
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("profile", ["cpu", "gpu"])
 def test_a_freshly_initialized_policy_scores_under_0_2_held_out_success(profile: str) -> None:
     """A target that an untrained policy already meets cannot separate configs: the metric must start low."""
@@ -59,6 +60,7 @@ def test_a_freshly_initialized_policy_scores_under_0_2_held_out_success(profile:
     assert evaluate(policy, panel, panel_seeds(64)).rate < 0.2
 
 
+@pytest.mark.slow
 def test_a_pass_of_a_copy_of_the_weights_is_the_pass_of_the_module() -> None:
     from sweep.backends.policy import mlp_policy
     from sweep.trial.evaluation import evaluate
@@ -152,6 +154,7 @@ def test_each_check_of_a_full_pass_is_reported_with_the_counts_so_far() -> None:
     assert result.successes == 40 and not result.decided_early
 
 
+@pytest.mark.slow
 def test_an_untrained_policy_on_the_real_task_is_decided_early_with_the_full_verdict() -> None:
     """The embedded task, a fresh policy: the pass stops long before the time limit, with the same verdict."""
     from sweep.trial.evaluation import evaluate

@@ -109,6 +109,7 @@ def trained_batch(alg) -> tuple[torch.Tensor, torch.Tensor]:
         return obs["policy"].clone(), actor(obs).clone()
 
 
+@pytest.mark.slow
 def test_recommended_points_to_the_checkpoint_that_reached_the_target(reached_run) -> None:
     run_dir, _ = reached_run
     doc = yaml.safe_load(export.write(run_dir).read_text())
@@ -124,6 +125,7 @@ def test_recommended_points_to_the_checkpoint_that_reached_the_target(reached_ru
         assert meta[key] == getattr(end, key), key
 
 
+@pytest.mark.slow
 def test_the_exported_torchscript_acts_as_the_trained_policy(reached_run) -> None:
     run_dir, alg = reached_run
     export.main([str(run_dir)])
@@ -137,6 +139,7 @@ def test_the_exported_torchscript_acts_as_the_trained_policy(reached_run) -> Non
     assert not torch.allclose(raw, expected, atol=1e-3)  # the normalizer matters: leaving it out would be caught
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None, reason="onnxruntime is not installed")
 def test_the_exported_onnx_acts_as_the_trained_policy(reached_run) -> None:
     import onnxruntime
@@ -152,6 +155,7 @@ def test_the_exported_onnx_acts_as_the_trained_policy(reached_run) -> None:
     assert not path.with_name("policy.onnx.data").exists()  # one self-contained file
 
 
+@pytest.mark.slow
 def test_without_the_onnx_packages_torchscript_is_written_and_one_line_says_why(
     reached_run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
@@ -179,6 +183,7 @@ def test_exporting_a_run_where_no_trial_reached_is_one_line(tmp_path: Path) -> N
     assert "no ledger.jsonl" in one_error_line(run_module("sweep.export", str(tmp_path / "nowhere"), cwd=tmp_path))
 
 
+@pytest.mark.slow
 def test_exporting_a_run_whose_checkpoint_is_missing_is_one_line(reached_run, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     shutil.copytree(reached_run[0], run_dir, ignore=shutil.ignore_patterns("exported"))

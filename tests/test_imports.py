@@ -98,9 +98,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("sweep.perf.apply", "sweep.perf.ppo"),  # where flags act on a trial (torch)
     ("sweep.perf.graphs", "sweep.perf.stats"),
     ("sweep.params", "sweep.ledger"),
-    ("sweep.perf", "sweep.checkpoints", "sweep.prices", "sweep.cli"),  # sweep.perf: the catalog, no torch
+    ("sweep.perf", "sweep.checkpoints", "sweep.prices", "sweep.cli", "sweep.runlock"),  # sweep.perf: the catalog
     ("sweep.contract",),
     ("sweep.record",),  # the ledger's row, its reader and writer: what crosses every boundary
+    ("sweep.faults", "sweep.stops", "sweep.deps"),  # kill points, stop signals, the dependency check
     ("sweep.errors",),
 ]
 

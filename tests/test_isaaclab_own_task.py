@@ -26,9 +26,9 @@ from sweep import config
 from sweep import init as init_mod
 from sweep import run as run_mod
 from sweep.backends import get_backend
-from sweep.backends.isaaclab import backend as il
 from sweep.backends.isaaclab import cfg as ilc
 from sweep.backends.isaaclab import panel as ilp
+from sweep.backends.isaaclab import scene as ils
 from sweep.backends.isaaclab.starter import starter_space
 from sweep.backends.isaaclab.success import FnRule, TermRule
 from sweep.backends.isaaclab.tasks import SuccessSpec, TaskFacts, load_success_fn, resolve_success
@@ -129,7 +129,7 @@ def test_a_terms_and_a_functions_rule_count_only_episodes_that_ended() -> None:
         FnRule(load_success_fn("tests.isaaclab_rules:counts"), "m:f").update(env, ended)
     # on the TaskEnv adapter: a function that raises ends the step, naming itself; a rule of its own gives no on-track
     spec = SuccessSpec("fn", "tests.isaaclab_rules:breaks")
-    adapter = il.IsaacLabEnv(FakeWrapper(4), None, "NewtonCfg/NewtonMJWarpManager", success=spec)
+    adapter = ils.IsaacLabEnv(FakeWrapper(4), None, "NewtonCfg/NewtonMJWarpManager", success=spec)
     assert adapter.on_track_share(1) is None
     with pytest.raises(RuntimeError, match=r"^target.success_fn=tests.isaaclab_rules:breaks raised ValueError"):
         adapter.step(torch.zeros(4, 2))
@@ -315,7 +315,7 @@ def sweep_and_replay(task: str, rule: list[str], target: float, root: str, tmp_p
     project = tmp_path / "project"  # the project's trainer, run from a copy of its root: its logs/ land here
     project.mkdir()
     (project / "scripts").symlink_to(PROJECT / "scripts")
-    os.environ[il.ASSET_ROOT_ENV] = root  # as the recommendation's asset_root says (this process set it already)
+    os.environ[ils.ASSET_ROOT_ENV] = root  # as the recommendation's asset_root says (this process set it already)
     replay = with_project(*command, cwd=project, timeout=600)
     assert replay.returncode == 0, (replay.stdout + replay.stderr)[-3000:]
     (saved,) = (project / "logs" / "rsl_rl").glob("*/*/params")

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 
+
+@pytest.mark.slow
 def test_exported_functions_match_the_jitted_ones_step_for_step(tmp_path: Path, monkeypatch, cpu) -> None:
     import jax
     import numpy as np

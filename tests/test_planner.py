@@ -150,12 +150,12 @@ def test_a_trial_the_planner_closes_drops_its_checkpoint_when_only_reached_ones_
 
 
 def test_a_trial_that_died_before_its_first_row_is_billed_to_the_drivers_last_heartbeat(tmp_path: Path) -> None:
+    """A folder written before the lock held the heartbeat: its ``heartbeat`` file's time is the driver's last beat."""
     cfg = make_cfg(tmp_path, **{"budget.max_trials": 1})
     run_dir = tmp_path / "run"
     run_dir.mkdir(parents=True)
-    study_store.open_study(
-        run_dir, searchers.build(cfg)
-    ).ask()  # dispatched, then the driver died in its start-up: no row
+    trial = study_store.open_study(run_dir, searchers.build(cfg)).ask()  # dispatched, then the driver died: no row
+    trial.set_user_attr("trial_config", {"seed": 1, "phase": "search"})
     beat = time.time() + 30.0
     (run_dir / "heartbeat").touch()
     os.utime(run_dir / "heartbeat", (beat, beat))  # the driver lived 30 s more
@@ -163,6 +163,20 @@ def test_a_trial_that_died_before_its_first_row_is_billed_to_the_drivers_last_he
     rows = read_rows(run_dir / "ledger.jsonl")
     assert [r.state for r in rows] == ["failed"]
     assert rows[0].billable_s == pytest.approx(30.0, abs=2.0) and "first checkpoint" in rows[0].reason
+
+
+def test_a_trial_the_dead_driver_asked_but_never_sent_is_closed_at_no_cost(tmp_path: Path) -> None:
+    cfg = make_cfg(tmp_path, **{"budget.max_trials": 1})
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(parents=True)
+    study_store.open_study(run_dir, searchers.build(cfg)).ask()  # asked; the driver died before it recorded its config
+    (run_dir / "heartbeat").touch()
+    os.utime(run_dir / "heartbeat", (time.time() + 30.0,) * 2)
+    planner(cfg, run_dir).run()
+    (end,) = read_rows(run_dir / "ledger.jsonl")
+    assert (end.state, end.cause, end.billable_s) == ("failed", "driver_stopped", 0.0)
+    study = optuna.load_study(study_name="sweep", storage=f"sqlite:///{run_dir / 'study.db'}")
+    assert study.trials[0].state == optuna.trial.TrialState.FAIL and study.trials[0].user_attrs["state"] == "failed"
 
 
 def test_a_ctrl_c_that_never_reached_the_loop_still_stops_and_bills(tmp_path: Path) -> None:

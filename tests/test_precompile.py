@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from sweep import config
 from sweep.config import validation
 from sweep.execution import precompile
@@ -75,6 +77,7 @@ def test_a_later_process_waits_for_the_first_ones_line_but_not_forever(tmp_path:
     precompile.wait_for(tmp_path / "never.jsonl", 1, poll_s=0.05, max_s=0.2)  # returns at the deadline
 
 
+@pytest.mark.slow
 def test_a_precompiled_shape_is_a_cache_hit_in_a_later_process(tmp_path: Path) -> None:
     env = {**os.environ, "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
     plan = {"backend": "mjx_locomotion", "profile": "cpu", "device": "cpu", "shapes": [[8, {}]]}

@@ -115,7 +115,11 @@ ALLOWED: dict[str, tuple[frozenset[str] | None, str]] = {
     ),
     "sweep/trial/evaluation.py": (frozenset({"success"}), "an env step's extras"),
     "sweep/trial/learner.py": (frozenset({"success"}), "an env step's extras"),
-    "sweep/backends/isaaclab/backend.py": (frozenset({"success"}), "an env step's extras"),
+    "sweep/backends/isaaclab/scene.py": (frozenset({"success"}), "an env step's extras"),
+    "sweep/backends/isaaclab/backend.py": (
+        frozenset({"success"}),
+        "the trial's own rule among an env's knobs; recommended.yaml's success section",
+    ),
     "sweep/trial/runner.py": (
         frozenset({"train_success", "success"}),
         "the trainer's method of that name; the task's own success rule among the env's knobs",

@@ -12,12 +12,14 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
 import torch
 import yaml
 
+from sweep import runlock
 from sweep.backends.mjx.locomotion import MjxLocomotion
 from sweep.contract import CONTINUE
 from sweep.ledger import LedgerView, metrics, read_rows
@@ -68,6 +70,7 @@ def no_stray_ray():
     subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "stop", "--force"], capture_output=True, check=False)
 
 
+@pytest.mark.slow
 def test_killed_worker_fails_its_trial_and_the_study_goes_on(tmp_path: Path) -> None:
     out = tmp_path / "reports"
     proc = start(slow_space(tmp_path), "w", out)
@@ -90,6 +93,7 @@ def test_killed_worker_fails_its_trial_and_the_study_goes_on(tmp_path: Path) -> 
     assert len(study(out / "w").trials) == len(ends)
 
 
+@pytest.mark.slow
 def test_killed_driver_then_resume_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     out = tmp_path / "reports"
     proc = start(slow_space(tmp_path), "d", out)
@@ -99,10 +103,12 @@ def test_killed_driver_then_resume_loses_and_duplicates_nothing(tmp_path: Path) 
     proc.wait()
     before = read_rows(ledger)
     spent_before = sum(metrics(r).usd for r in LedgerView.of(before).last.values())
+    dead = runlock.read(out / "d" / runlock.LOCK_FILE)  # the killed driver's lock, its last heartbeat inside
+    assert dead is not None and dead.pid == proc.pid
     alive = max(  # the run's last sign of life: a row, a trial start or the driver's heartbeat
         [r.wall_time for r in before]
         + [t.datetime_start.timestamp() for t in study(out / "d").trials if t.datetime_start]
-        + [(out / "d" / "heartbeat").stat().st_mtime]
+        + [dead.beat]
     )
     resumed = run(f"resume={out / 'd'}", "budget.max_trials=10", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
@@ -120,8 +126,10 @@ def test_killed_driver_then_resume_loses_and_duplicates_nothing(tmp_path: Path) 
     assert sum(metrics(r).usd for r in ends.values()) >= spent_before
     asked = started(study(out / "d"))  # a killed driver may leave a queued proposal, which no one asked yet
     assert asked == len(ends) and asked > len(LedgerView.of(before).last)
+    assert not (out / "d" / runlock.LOCK_FILE).exists()  # taken over, then removed at the clean end
 
 
+@pytest.mark.slow
 def test_ctrl_c_bills_running_trials_and_writes_the_report(tmp_path: Path) -> None:
     out = tmp_path / "reports"
     proc = start(slow_space(tmp_path), "c", out)
@@ -138,6 +146,7 @@ def test_ctrl_c_bills_running_trials_and_writes_the_report(tmp_path: Path) -> No
     assert (out / "c" / "report.html").exists()
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_the_output_goes_through_a_pipe_still_writes_the_report(tmp_path: Path) -> None:
     """``sweep.run ... | tee log`` and Ctrl-C: the same SIGINT ends tee, so stdout is a broken pipe."""
     out = tmp_path / "reports"
@@ -177,18 +186,37 @@ def test_ctrl_c_while_the_output_goes_through_a_pipe_still_writes_the_report(tmp
 def test_ctrl_c_on_a_terminal_stops_the_live_view_and_writes_the_report(tmp_path: Path) -> None:
     """On a terminal the run draws its live view (rich) on stderr; Ctrl-C must still bill every running trial, leave
     no traceback and write the report, as in a pipe."""
+    out = tmp_path / "reports"
+    argv = [f"space={slow_space(tmp_path)}", "run_id=t", f"out={out}"]
+    proc, terminal, screen, reader = on_a_terminal(argv, tmp_path)
+    wait_rows(out / "t" / "ledger.jsonl", lambda rows: sum(r.state == "running" for r in rows) >= 3)
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=120) == 130
+    reader.join(timeout=10)
+    os.close(terminal)
+    text = screen.decode(errors="replace")
+    assert "running trials" in text and "\u2501" in text, text[-3000:]  # the live view, with its budget bar
+    assert "Traceback" not in text and "raylet" not in text.lower(), text[-3000:]
+    ends = LedgerView.of(read_rows(out / "t" / "ledger.jsonl")).last
+    assert all(r.state != "running" for r in ends.values())
+    assert any(r.state == "capped" and "Ctrl-C" in r.reason for r in ends.values())
+    assert (out / "t" / "report.html").stat().st_size > 10_000
+
+
+def on_a_terminal(argv: list[str], cwd: Path) -> tuple[subprocess.Popen, int, bytearray, Any]:
+    """``sweep.run argv`` on a pseudo-terminal of its own (stdin, stdout, stderr), kept drained by a thread.
+    Returns (process, the terminal's side of ours, what it has shown, the thread, which ends with the driver)."""
     import fcntl
     import pty
     import struct
     import termios
     import threading
 
-    out = tmp_path / "reports"
     main, child = pty.openpty()
     fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))  # a 200-column terminal
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sweep.run", f"space={slow_space(tmp_path)}", "run_id=t", f"out={out}"],
-        cwd=tmp_path,
+        [sys.executable, "-m", "sweep.run", *argv],
+        cwd=cwd,
         env={**os.environ, "PYTHONPATH": str(ROOT), "TERM": "xterm-256color"},
         start_new_session=True,
         stdin=child,
@@ -199,24 +227,67 @@ def test_ctrl_c_on_a_terminal_stops_the_live_view_and_writes_the_report(tmp_path
     screen = bytearray()
 
     def read() -> None:  # keep the terminal drained, or the driver blocks on a full buffer
-        with contextlib.suppress(OSError):  # EIO once the driver is gone
+        with contextlib.suppress(OSError):  # EIO once the driver is gone, EBADF once the terminal is closed
             while chunk := os.read(main, 65536):
                 screen.extend(chunk)
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    wait_rows(out / "t" / "ledger.jsonl", lambda rows: sum(r.state == "running" for r in rows) >= 3)
-    os.killpg(proc.pid, signal.SIGINT)
-    assert proc.wait(timeout=120) == 130
-    reader.join(timeout=10)
-    os.close(main)
-    text = screen.decode(errors="replace")
-    assert "running trials" in text and "\u2501" in text, text[-3000:]  # the live view, with its budget bar
-    assert "Traceback" not in text and "raylet" not in text.lower(), text[-3000:]
-    ends = LedgerView.of(read_rows(out / "t" / "ledger.jsonl")).last
-    assert all(r.state != "running" for r in ends.values())
-    assert any(r.state == "capped" and "Ctrl-C" in r.reason for r in ends.values())
-    assert (out / "t" / "report.html").stat().st_size > 10_000
+    return proc, main, screen, reader
+
+
+def session_ended(pid: int, timeout: float = 60.0) -> bool:
+    """Whether every process of the session ``pid`` led (the driver, and Ray's processes it started) has exited."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if subprocess.run(["pgrep", "-s", str(pid)], capture_output=True).returncode != 0:
+            return True
+        time.sleep(0.5)
+    return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("name", "to"),
+    [("SIGTERM", "driver"), ("SIGTERM", "group"), ("SIGHUP", "closed terminal")],
+    ids=["SIGTERM to the driver (docker stop, a scheduler)", "SIGTERM to its group (timeout)", "SIGHUP"],
+)
+def test_sigterm_and_sighup_end_the_study_as_ctrl_c_does_and_resume_continues(name: str, to: str, tmp_path: Path):
+    out = tmp_path / "reports"
+    sig = getattr(signal, name)
+    argv = [f"space={slow_space(tmp_path)}", "run_id=s", f"out={out}"]
+    ledger = out / "s" / "ledger.jsonl"
+    if to == "closed terminal":  # the terminal goes away: SIGHUP to its processes, and writes to it fail
+        proc, terminal, _, _ = on_a_terminal(argv, tmp_path)
+        wait_rows(ledger, lambda rows: sum(r.state == "running" for r in rows) >= 3)
+        os.close(terminal)
+        os.killpg(proc.pid, sig)
+        code, err = proc.wait(timeout=120), ""
+    else:
+        proc = start(Path(argv[0].split("=", 1)[1]), "s", out)
+        wait_rows(ledger, lambda rows: sum(r.state == "running" for r in rows) >= 3)
+        (os.kill if to == "driver" else os.killpg)(proc.pid, sig)
+        _, err = proc.communicate(timeout=120)
+        code = proc.returncode
+    assert code == 128 + sig, err
+    for dump in ("Traceback", f"{name} received", "raylet", "worker died", "PC: @"):  # ours, Ray's core worker's
+        assert dump.lower() not in err.lower(), err
+    assert session_ended(proc.pid), "processes of the stopped run are still alive"
+    rows = read_rows(ledger)
+    ends = LedgerView.of(rows).last
+    assert all(r.state != "running" for r in ends.values()), "a trial was left without an end row"
+    assert any(r.cause == "study_end" and name in r.reason for r in ends.values()), ends
+    asked = [t for t in study(out / "s").trials if t.state != optuna.trial.TrialState.WAITING]  # not the queue
+    assert {t.number: t.user_attrs["state"] for t in asked} == {t: r.state.value for t, r in ends.items()}
+    assert all(t.state.is_finished() for t in asked)
+    assert (out / "s" / "report.html").stat().st_size > 10_000
+    assert not (out / "s" / runlock.LOCK_FILE).exists()
+    resumed = run(f"resume={out / 's'}", "budget.max_trials=6", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    after = read_rows(ledger)
+    assert after[: len(rows)] == rows  # nothing lost
+    assert len(LedgerView.of(after).last) > len(ends)  # and the study went on
+    assert all(r.state != "running" for r in LedgerView.of(after).last.values())
 
 
 class FaultyBackend(MjxLocomotion):
@@ -258,6 +329,7 @@ def test_divergence_and_out_of_memory_fail_the_trial_with_the_cost_counted(fault
     assert rows[-1] is final
 
 
+@pytest.mark.slow
 def test_fast_finite_check_skips_a_poisoned_update_and_the_ledger_counts_it(monkeypatch) -> None:
     monkeypatch.setattr("sweep.trial.runner.get_backend", lambda name: FaultyBackend("nan_reward", at=12))
     cfg = tiny_trial(num_steps_per_env=8, eval_every_steps=16, flags={"compile_cache": True, "fast_finite_check": True})
@@ -268,6 +340,7 @@ def test_fast_finite_check_skips_a_poisoned_update_and_the_ledger_counts_it(monk
     assert rows[0].skipped_updates == final.skipped_updates  # already on the first checkpoint row
 
 
+@pytest.mark.slow
 def test_soak_thirty_trials_rows_and_study_agree(tmp_path: Path) -> None:
     path = space_file(tmp_path)
     data = yaml.safe_load(path.read_text())
@@ -310,6 +383,7 @@ def test_soak_thirty_trials_rows_and_study_agree(tmp_path: Path) -> None:
     assert len(s.trials) == len(ends)
 
 
+@pytest.mark.slow
 def test_soak_three_killed_drivers_and_resumes_in_a_row_lose_and_duplicate_nothing(tmp_path: Path) -> None:
     from sweep.ledger import summary_figures
 

@@ -17,6 +17,8 @@ from tests.helpers import ROOT, search_efficiency
 from tests.replay_table import write_seeded_table, write_table, write_yardstick_table
 
 RECORDED = sorted((ROOT / "benchmarks" / "data").glob("*_grid.json"))
+#: The recorded tables as test parameters: the GPU grid's replays are slow, the CPU grid's take a few seconds.
+RECORDED_PARAMS = [pytest.param(p, id=p.name, marks=[pytest.mark.slow] * (p.name != "cpu_grid.json")) for p in RECORDED]
 
 
 def replay(table: Path, params: dict, sink, seed: int = 0, cap_s: float = 1e6):
@@ -172,9 +174,8 @@ def test_a_checkpoint_at_the_race_cap_is_the_caps_pass(tmp_path: Path) -> None:
     assert run(race_s * 0.999).state == "capped"
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(not RECORDED, reason="no recorded grid under benchmarks/data")
-@pytest.mark.parametrize("path", RECORDED, ids=[p.name for p in RECORDED])
+@pytest.mark.parametrize("path", RECORDED_PARAMS)
 def test_the_cost_planner_ends_on_a_correct_config_of_each_one_seed_table(path: Path) -> None:
     # a regression test of the planner's search on one recording per config (the truth is that recording: no
     # yardstick, which needs held-out recordings)

@@ -14,22 +14,7 @@ import yaml
 from sweep.analysis import evidence, summary
 from sweep.ledger import LedgerWriter, Row, metrics, read_rows
 from sweep.report import page as report
-from tests.test_scheduler import PRICE
-
-
-def row(trial: int, billable: float, success: float | None, state: str = "running") -> dict:
-    """A ledger line (JSON object) of ``trial``, its seconds all simulation, at $1 a second."""
-    return {
-        "trial": trial,
-        "state": state,
-        "billable_s": billable,
-        "price_usd_per_hour": PRICE,
-        "env_steps": 100,
-        "phases_s": {"sim": billable},
-        "success": success,
-        "params": {},
-        "wall_time": billable,
-    }
+from tests.test_scheduler import line as row
 
 
 def typed(lines: list[dict]) -> list[Row]:

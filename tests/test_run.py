@@ -59,12 +59,14 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp / "reports" / "r1"
 
 
+@pytest.mark.slow
 def test_the_console_shows_sweep_lines_not_ray_notices(finished_run: Path) -> None:
     err = (finished_run.parents[1] / "stderr.txt").read_text()
     assert "Token authentication" not in err  # Ray's notice on every run (token auth itself stays on)
     assert "spent $" in err  # the progress line is there
 
 
+@pytest.mark.slow
 def test_every_trial_is_billed_and_the_budget_holds(finished_run: Path) -> None:
     rows = read_rows(finished_run / "ledger.jsonl")
     ends = LedgerView(rows).last
@@ -80,6 +82,7 @@ def test_every_trial_is_billed_and_the_budget_holds(finished_run: Path) -> None:
         assert t.user_attrs["state"] == ends[t.number].state
 
 
+@pytest.mark.slow
 def test_infeasible_configs_never_run(finished_run: Path) -> None:
     ends = LedgerView(read_rows(finished_run / "ledger.jsonl")).last
     for r in ends.values():
@@ -87,18 +90,21 @@ def test_infeasible_configs_never_run(finished_run: Path) -> None:
             assert r.state == "pruned" and r.billable_s == 0 and "update_period" in r.reason
 
 
+@pytest.mark.slow
 def test_the_first_trials_follow_the_initial_design(finished_run: Path) -> None:
     s = study(finished_run)
     first = sorted(s.trials, key=lambda t: t.number)[:2]
     assert [(t.params["num_envs"], t.params["num_steps_per_env"]) for t in first] == [(128, 16), (64, 8)]
 
 
+@pytest.mark.slow
 def test_report_and_yaml_are_written(finished_run: Path) -> None:
     assert (finished_run / "report.html").stat().st_size > 100_000  # plotly.js inlined
     doc = yaml.safe_load((finished_run / "recommended.yaml").read_text())
     assert doc["knobs"]["num_envs"] == 64 and doc["knobs"]["num_steps_per_env"] == 8
 
 
+@pytest.mark.slow
 def test_recommended_yaml_re_runs_through_sweep_trial(finished_run: Path, tmp_path: Path) -> None:
     proc = subprocess.run(
         [
@@ -119,6 +125,7 @@ def test_recommended_yaml_re_runs_through_sweep_trial(finished_run: Path, tmp_pa
     assert "reached" in proc.stdout and "USD to target" in proc.stdout
 
 
+@pytest.mark.slow
 def test_resume_continues_without_lost_or_duplicated_rows(finished_run: Path, tmp_path: Path) -> None:
     before = read_rows(finished_run / "ledger.jsonl")
     n_before = len(study(finished_run).trials)
@@ -136,6 +143,7 @@ def test_resume_continues_without_lost_or_duplicated_rows(finished_run: Path, tm
     assert (saved["space"], saved["space_sha256"]) == ("space.yaml", hashlib.sha256(first.read_bytes()).hexdigest())
 
 
+@pytest.mark.slow
 def test_config_yaml_names_the_space_and_hashes_its_file_instead_of_a_machines_path(
     finished_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -187,6 +195,7 @@ def test_bad_spaces_are_rejected_before_any_trial(over: dict, key: str, tmp_path
     assert not any((tmp_path / "reports").glob("*/ledger.jsonl"))
 
 
+@pytest.mark.slow
 def test_a_run_with_a_confirmation_ends_with_the_baseline_comparison(tmp_path: Path) -> None:
     # the table records this package's loop only: a baseline in its mode
     confirm = {"seeds": 2, "top": 1, "baseline": {"num_envs": 64, "num_steps_per_env": 16, "mode": "sweep"}}

@@ -12,20 +12,24 @@ from sweep.planner.pruner import CostPruner, Verdict
 PRICE = 3600.0  # $/hour, so 1 billable second costs $1
 
 
+def line(trial: int, billable: float, success: float | None, state: str = "running") -> dict:
+    """A ledger line (JSON object) of ``trial``, its seconds all simulation, at $1 a second."""
+    return {
+        "trial": trial,
+        "state": state,
+        "billable_s": billable,
+        "price_usd_per_hour": PRICE,
+        "env_steps": 100,
+        "phases_s": {"sim": billable},
+        "success": success,
+        "params": {},
+        "wall_time": billable,
+    }
+
+
 def row(trial: int, billable: float, success: float | None, state: str = "running") -> Row:
-    return Row.of(
-        {
-            "trial": trial,
-            "state": state,
-            "billable_s": billable,
-            "price_usd_per_hour": PRICE,
-            "env_steps": 100,
-            "phases_s": {"sim": billable},
-            "success": success,
-            "params": {},
-            "wall_time": billable,
-        }
-    )
+    """:func:`line` as the ledger's reader reads it."""
+    return Row.of(line(trial, billable, success, state))
 
 
 def test_no_pruning_without_a_best_cost() -> None:

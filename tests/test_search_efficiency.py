@@ -129,13 +129,12 @@ def test_under_budget_runs_the_planner_measures_the_baseline_first_and_stops_at_
 
     for seed in range(3):
         rows = bench.run_planner(str(table), bench.table_space(data), "planner-cost", seed, Args())
-        assert rows[0]["params"]["mode"] == "stock" and rows[0]["baseline"]
+        assert rows[0].params["mode"] == "stock" and rows[0].baseline
         study = bench.planner_study(rows)
         assert study.spent_usd <= 6.0 * 20.0  # its own unit: the baseline recordings it drew, 20 s each
         assert bench.judge("p", [study], t).runs[0] <= 6.0
 
 
-@pytest.mark.slow
 def test_the_benchmark_prints_one_line_per_strategy_and_budget(table: Path, tmp_path: Path) -> None:
     script = str(ROOT / "benchmarks" / "search_efficiency.py")
     out = subprocess.run(

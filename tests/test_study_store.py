@@ -50,3 +50,23 @@ def test_an_end_is_told_as_its_state_says(tmp_path: Path) -> None:
     assert capped.values is not None and abs(capped.constraints["success_gap"] - gap) < 1e-9
     assert abs(failed.constraints["success_gap"] - (gap + 1.0)) < 1e-9
     assert pruned.state == optuna.trial.TrialState.PRUNED
+
+
+def test_an_orphan_is_billed_to_the_last_sign_of_life_of_the_driver_that_ran_it() -> None:
+    # Two dead drivers: the first ran 100-150 s (last beat 140, a row of its at 148), the second 200-260; now 300.
+    lives, now = [(100.0, 140.0), (200.0, 260.0)], 300.0
+    signs = [120.0, 148.0, 210.0, 255.0]
+    assert study_store.last_sign_of_life(130.0, signs, lives, now) == 148.0  # the first's: not the second's life
+    assert study_store.last_sign_of_life(205.0, signs, lives, now) == 260.0
+    assert study_store.last_sign_of_life(258.0, [*signs, 262.0], lives, now) == 262.0  # a row after its last beat
+    assert study_store.last_sign_of_life(50.0, signs, lives, now) == 50.0  # before any known life: nothing later
+    assert study_store.last_sign_of_life(130.0, signs, [], now) == 255.0  # no life known: the run's last sign
+
+
+def test_an_end_the_planner_wrote_for_a_lost_trial_is_told_fail_on_resume_as_it_would_have_been(tmp_path) -> None:
+    cfg = validation.validate(config.load("locomotion", {}, has_gpu=False))
+    study = optuna.create_study(directions=["minimize", "minimize"], storage=f"sqlite:///{tmp_path / 's.db'}")
+    for cause in (EndCause.WORKER_LOST, EndCause.DRIVER_STOPPED):
+        end = study_store.end_row(cfg, PRICE, 0, {}, (TrialState.FAILED, cause, "lost"), 5.0)
+        study_store.tell_end(study, study.ask(), [], end, 0.9)
+    assert [t.state for t in study.trials] == [optuna.trial.TrialState.FAIL] * 2

@@ -52,6 +52,7 @@ def test_bad_arguments_fail_with_one_line_naming_the_key(arg: str, key: str, tmp
 tiny = tiny_trial
 
 
+@pytest.mark.slow
 def test_tiny_real_ppo_run_improves_return(tmp_path: Path) -> None:
     rows = []
 
@@ -117,6 +118,7 @@ def test_the_cap_is_checked_after_every_iteration_not_only_at_checkpoints(tmp_pa
     assert final.state == "capped" and final.iteration == 1 and tiny().eval_every == 10
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signal", ["train_success", "on_track"])
 def test_passes_are_skipped_while_the_training_signal_is_low_and_the_cap_always_evaluates(
     signal: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -165,6 +167,7 @@ def test_stock_mode_runs_rsl_rl_unchanged(tmp_path: Path) -> None:
     assert final.phases_s["learn"] > 0 and final.phases_s["sim"] > 0
 
 
+@pytest.mark.slow
 def test_ledger_keeps_rows_when_the_trial_process_is_killed(tmp_path: Path) -> None:
     out = tmp_path / "run"
     proc = subprocess.Popen(

@@ -32,6 +32,13 @@ def test_a_space_file_naming_an_unknown_knob_in_its_design_is_still_rejected() -
         validation.validate(cfg)
 
 
+def test_budget_runs_without_a_confirmation_still_needs_the_baselines_knobs_and_says_why() -> None:
+    over = {"confirm.baseline.num_envs": None, "confirm.seeds": 1, "budget.runs": 1}
+    with pytest.raises(ConfigError, match=r"confirm\.baseline\.num_envs: .*\(budget\.runs=1 counts in runs of") as info:
+        validation.validate(config.load("locomotion", over, has_gpu=True))
+    assert info.value.keys == ("budget.runs",)
+
+
 def test_a_confirmation_baseline_must_name_a_knob_the_space_leaves_open(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"confirm.baseline.num_envs: the space has several choices"):
         validation.validate(config.load("locomotion", {"confirm.baseline.num_envs": None}, has_gpu=True))

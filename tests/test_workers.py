@@ -97,6 +97,7 @@ def test_each_gpu_worker_sees_only_its_own_gpu() -> None:
         ray.shutdown()
 
 
+@pytest.mark.slow
 def test_trials_side_by_side_never_spend_past_the_budget(tmp_path: Path) -> None:
     # three worker slots, a budget that pays two trials at their cap and not three: two run side by side, and the
     # third waits on their reservations instead of starting on money they may still spend

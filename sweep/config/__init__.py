@@ -5,6 +5,7 @@ compute and names the file or the command line and the key."""
 from sweep.config.compose import (
     compose,
     find_space,
+    is_file,
     load,
     nested,
     read_yaml,
@@ -44,6 +45,7 @@ __all__ = [
     "Workers",
     "compose",
     "find_space",
+    "is_file",
     "load",
     "nested",
     "read_yaml",

@@ -55,14 +55,22 @@ def find_space(name: str) -> Path:
     """A space name or path -> the YAML file; an unknown one lists the shipped spaces."""
     as_path = Path(name)
     if as_path.suffix in (".yaml", ".yml") or os.sep in name:
-        if not as_path.is_file():
+        if not is_file(as_path):
             raise ConfigError(f"space={name}: file not found")
         return as_path
     path = spaces_dir() / f"{name}.yaml"
-    if not path.is_file():
+    if not is_file(path):
         shipped = sorted(p.stem for p in spaces_dir().glob("*.yaml"))
         raise ConfigError(f"space={name}: no such search space; shipped: {', '.join(shipped)} (or give a .yaml path)")
     return path
+
+
+def is_file(path: Path) -> bool:
+    """Whether ``path`` is a file; a name the filesystem refuses (too long, ...) is none."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def read_yaml(path: Path) -> dict[str, Any]:

@@ -112,11 +112,13 @@ def _validate_confirm(cfg: RunConfig) -> None:
     if c.enabled:
         _validate_confirm_plan(cfg)
     if c.enabled or runs is not None:  # the study runs the baseline: every knob of it must be known
+        why = "" if c.enabled else f" (budget.runs={runs:g} counts in runs of the baseline, which the study runs)"
         for key in KNOB_NAMES:
             if getattr(c.baseline, key) is None and len(getattr(cfg.knobs, key)) != 1:
                 raise ConfigError(
                     f"{where}: confirm.baseline.{key}: the space has several choices {getattr(cfg.knobs, key)}; "
-                    "name the baseline's value"
+                    f"name the baseline's value{why}",
+                    keys=() if c.enabled else ("budget.runs",),
                 )
 
 

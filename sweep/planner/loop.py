@@ -19,7 +19,6 @@ over when nothing follows, and a stop (budget spent, Ctrl-C, trials failing the 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -29,7 +28,7 @@ import sweep.planner.confirm as confirm
 import sweep.planner.searchers as searchers
 import sweep.planner.space as space
 import sweep.planner.study_store as study_store
-from sweep import checkpoints
+from sweep import checkpoints, faults, runlock, stops
 from sweep.config import RunConfig
 from sweep.contract import (
     EVAL_SEED_BASE,
@@ -53,8 +52,6 @@ from sweep.prices import Price, seconds
 #: Repeated proposals told and skipped in a row before the searcher is asked to get unstuck
 #: (:meth:`sweep.planner.searchers.Searcher.stuck`).
 MAX_REPEATS = 20
-#: Seconds between touches of the run's heartbeat file while the driver lives.
-HEARTBEAT_S = 2.0
 DUPLICATE = "repeat"
 
 
@@ -71,14 +68,12 @@ class Planner:
         control_dt_s: float,
         progress: Callable[[Status], None] = lambda s: None,
         poll_s: float = 0.2,
-        interrupted: Callable[[], bool] = lambda: False,
+        interrupted: Callable[[], bool | str] = lambda: False,
     ) -> None:
         self.cfg, self.run_dir, self.pool, self.price = cfg, Path(run_dir), pool, price
         self.profile, self.control_dt_s, self.progress = profile, control_dt_s, progress
         self.pruner = CostPruner(cfg.target.success)
         self.ledger_path = self.run_dir / "ledger.jsonl"
-        self.heartbeat_path = self.run_dir / "heartbeat"
-        self._beat = 0.0
         self.rows = LedgerView(read_rows(self.ledger_path))
         """The study's ledger as the planner keeps it: every row it read or wrote, each trial's latest."""
         self.running: dict[int, Running] = {}
@@ -91,7 +86,8 @@ class Planner:
         self.poll_s = poll_s
         """Seconds between polls of the workers (replayed trials need none)."""
         self.interrupted = interrupted
-        """True once the user pressed Ctrl-C, even if the KeyboardInterrupt was swallowed on its way."""
+        """Truthy once a stop signal came (its name, :func:`sweep.stops.requested`: 'Ctrl-C', 'SIGTERM', 'SIGHUP'),
+        even if the KeyboardInterrupt was swallowed on its way."""
         self.unrun = {t for t, r in self.rows.last.items() if not r.ran}
         """Trials told without running (infeasible configs, repeats): they do not count towards max_trials."""
         self.tried: set[tuple] = set()
@@ -136,7 +132,9 @@ class Planner:
     # -- the loop --------------------------------------------------------------------------------
     def run(self) -> Any:
         study = study_store.open_study(self.run_dir, self.searcher)
-        study_store.close_orphans(study, self.rows, self.cfg, self.price, self.heartbeat_path, self._append_closed)
+        with stops.held():  # a stop signal waits until every orphan has its end row and Optuna's answer
+            drivers = runlock.lives(self.run_dir)
+            study_store.close_orphans(study, self.rows, self.cfg, self.price, drivers, self._append_closed)
         self.tried.update(self._measured())
         if any(r.phase != "search" for r in self.rows):  # a resumed study goes on probing or confirming
             self.phase.confirm()
@@ -144,22 +142,24 @@ class Planner:
             self.ledger = ledger
             try:
                 while True:
+                    if self.interrupted():
+                        raise KeyboardInterrupt
                     # Rows first: a trial that just ended is told (and its cost known) before the next is chosen.
                     self._collect(study)
                     self._start_trials(study)
                     self._check_budget()
                     self.progress(self.status())
-                    self._heartbeat()
                     if not self.running and self._over(study):
                         self.phase.finish()
                         break
-                    if self.interrupted():
-                        raise KeyboardInterrupt
                     # Woken by the next row: a trial waits for the answer to its checkpoint (GPU idle, billed).
                     self.pool.wait_rows(self.poll_s)
             except KeyboardInterrupt:
-                self.phase.stop("interrupted (Ctrl-C)", override=True)
-                self._stop_running(study, "interrupted by the user (Ctrl-C); billed up to the stop")
+                how = self.interrupted()
+                how = how if isinstance(how, str) and how else "Ctrl-C"
+                self.phase.stop(f"interrupted ({how})", override=True)
+                who = "by the user (Ctrl-C)" if how == "Ctrl-C" else f"by {how}"
+                self._stop_running(study, f"interrupted {who}; billed up to the stop")
                 raise
             finally:
                 study_store.record_end(study, self.why_ended())
@@ -207,6 +207,7 @@ class Planner:
             nothing = self.confirmation.begin(self.rows)
             if nothing is None:
                 self.phase.confirm()
+                faults.point("confirm")
                 return False
             self.phase.finish(nothing.reason)
         return True
@@ -336,6 +337,7 @@ class Planner:
         trial.set_user_attr("knobs", knobs)  # the ledger's params, for a trial that dies before its first row
         trial.set_user_attr("phase", trial_cfg.phase)
         self.running[trial.number] = Running(trial.number, trial, knobs, allowance=allowance, config=trial_cfg)
+        faults.point("dispatch")
         # An absolute folder: a worker's working directory need not be the driver's.
         node = self.pool.submit(trial.number, trial_cfg, self.cfg.run_id, self.price, str(self.run_dir.resolve()))
         trial.set_user_attr("node", node)
@@ -367,6 +369,7 @@ class Planner:
             trial_cfg = space.trial_config(
                 f.params, self.cfg, self.profile, start.seed, cap_s, phase=phase, baseline=f.baseline
             )
+            faults.point("confirm")
             self._dispatch(trial, trial_cfg, allowance)
 
     def _dispatched(self) -> dict[int, Row]:
@@ -381,6 +384,7 @@ class Planner:
             self._write(row)
             run.rows.append(row)
             if row.state == TrialState.RUNNING:
+                faults.point("checkpoint")
                 verdict = self._decide(run)
                 self.pool.decide(run.number, row.iteration, verdict.decision)
                 if verdict.decision == PRUNE:
@@ -460,14 +464,6 @@ class Planner:
         ``checkpoints: reached`` its files go, as the trial would have deleted them had it ended on its own."""
         if self.cfg.checkpoints == "reached":
             checkpoints.prune(self.run_dir, number)
-
-    def _heartbeat(self) -> None:
-        """Touch the run's heartbeat file (at most every HEARTBEAT_S): a later resume bills a trial that
-        died with the driver before its first row up to the driver's last sign of life."""
-        now = time.time()
-        if now - self._beat >= HEARTBEAT_S:
-            self.heartbeat_path.touch()
-            self._beat = now
 
     def _append_now(self, row: Row) -> None:
         with LedgerWriter(self.ledger_path) as w:

@@ -22,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sweep import faults
 from sweep.config import RunConfig
 from sweep.contract import EndCause, Ending, TrialConfig, TrialState
 from sweep.ledger import LedgerView, Progress, Row, TrialRows, metrics
@@ -54,7 +55,8 @@ def open_study(run_dir: Path, searcher: Searcher) -> Any:
 
 def tell_end(study: Any, trial: Any, rows: list[Row], end: Row, target: float) -> None:
     """Tell Optuna how a trial ended, from its ledger rows: reached -> its costs; pruned -> PRUNED;
-    capped or failed by its own fault -> its cost so far, marked infeasible by its success gap."""
+    capped or failed by its own fault -> its cost so far, marked infeasible by its success gap; lost with its worker
+    or driver (an end row the planner wrote before it died, told on resume) -> FAIL."""
     import optuna
 
     m = metrics(end)
@@ -62,7 +64,10 @@ def tell_end(study: Any, trial: Any, rows: list[Row], end: Row, target: float) -
     trial.set_user_attr("state", end.state.value)
     trial.set_user_attr("reason", end.reason)
     gap = max(0.0, target - best_success)
-    if end.state == TrialState.REACHED:
+    faults.point("tell")
+    if end.cause in (EndCause.WORKER_LOST, EndCause.DRIVER_STOPPED):  # an end the planner wrote, then died
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)  # as tell_lost and close_orphans tell it
+    elif end.state == TrialState.REACHED:
         trial.set_constraint("success_gap", 0.0)
         study.tell(trial, [m.usd, m.wall_s])
     elif end.state == TrialState.PRUNED:
@@ -136,6 +141,7 @@ def tell_unrun(
     write(
         end_row(cfg, price, trial.number, params, (TrialState.PRUNED, EndCause.NOT_RUN, reason), 0.0, None, dispatched)
     )
+    faults.point("tell")
     study.tell(trial, state=optuna.trial.TrialState.PRUNED)
 
 
@@ -162,44 +168,55 @@ def tell_lost(
     write(end_row(cfg, price, trial.number, params, ending, billable, last, dispatched))
     trial.set_user_attr("state", ending[0].value)
     trial.set_user_attr("reason", ending[2])
+    faults.point("tell")
     study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
 
 def close_orphans(
-    study: Any, rows: LedgerView, cfg: RunConfig, price: Price, heartbeat: Path, write: Callable[[Row], None]
+    study: Any,
+    rows: LedgerView,
+    cfg: RunConfig,
+    price: Price,
+    drivers: tuple[list[tuple[float, float]], float],
+    write: Callable[[Row], None],
 ) -> None:
     """On resume: close the trials a dead driver left running in the study.
 
-    A trial whose end row reached the ledger is told that end. One stopped mid-way ends 'failed', billed
-    from its last row to the run's last sign of life (latest row, trial start or ``heartbeat`` file); one with no
-    row yet (it died in start-up or compilation) ends 'failed', billed from its start to that moment. Each such
-    end row goes to ``write`` (the ledger) before Optuna is told FAIL.
+    A trial whose end row reached the ledger is told that end. One stopped mid-way ends 'failed', billed from its
+    last row to the last sign of life of the driver that ran it (:func:`last_sign_of_life`); one with no row yet (it
+    died in start-up or compilation) ends 'failed', billed from its start to that moment; one the driver never sent
+    to a worker (it died between asking and dispatching) ends 'failed' at no cost. Each such end row goes to
+    ``write`` (the ledger) before Optuna is told FAIL. ``drivers``: the dead drivers' (start, last beat), oldest
+    first, and the current driver's start (:func:`sweep.runlock.lives`).
     """
     import optuna
 
     ends = rows.last
     orphans = [t for t in study.trials if t.state == optuna.trial.TrialState.RUNNING]
-    alive = max(
-        [r.wall_time for r in rows if r.wall_time]
-        + [t.datetime_start.timestamp() for t in study.trials if t.datetime_start is not None]
-        + ([heartbeat.stat().st_mtime] if heartbeat.exists() else []),
-        default=time.time(),
-    )
+    signs = [r.wall_time for r in rows if r.wall_time] + [
+        t.datetime_start.timestamp() for t in study.trials if t.datetime_start is not None
+    ]
     for frozen in orphans:
         last = ends.get(frozen.number)
         dispatched = dispatched_config(frozen.user_attrs)
+        trial = optuna.trial.Trial(study, frozen._trial_id)
         if last is not None and last.ended:
-            own = rows.of_trial(frozen.number)
-            tell_end(study, optuna.trial.Trial(study, frozen._trial_id), own, last, cfg.target.success)
+            tell_end(study, trial, rows.of_trial(frozen.number), last, cfg.target.success)
+            faults.point("orphans")
             continue
+        started_at = frozen.datetime_start.timestamp() if frozen.datetime_start else None
+        alive = last_sign_of_life(started_at if last is None else last.wall_time, signs, *drivers)
         if last is not None:
             # Billed to the run's last sign of life: the trial ran on at least until the driver last beat.
             reason = "driver stopped while the trial ran; billed to the driver's last sign of life"
             billable = last.billable_s + max(0.0, alive - last.wall_time)
             params = last.params
+        elif dispatched is None:
+            reason = "driver stopped before the trial was dispatched; nothing ran, nothing is billed"
+            billable = 0.0
+            params = frozen.user_attrs.get("knobs", frozen.params)
         else:
-            started = frozen.datetime_start.timestamp() if frozen.datetime_start else alive
-            billable = max(0.0, alive - started)
+            billable = max(0.0, alive - started_at) if started_at is not None else 0.0
             reason = (
                 "driver stopped before the trial's first checkpoint; billed from its start to the run's last sign "
                 "of life"
@@ -207,7 +224,29 @@ def close_orphans(
             params = frozen.user_attrs.get("knobs", frozen.params)
         ending = (TrialState.FAILED, EndCause.DRIVER_STOPPED, reason)
         write(end_row(cfg, price, frozen.number, params, ending, billable, last, dispatched))
+        trial.set_user_attr("state", ending[0].value)
+        trial.set_user_attr("reason", reason)
+        faults.point("tell")
         study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
+        faults.point("orphans")
+
+
+def last_sign_of_life(
+    seen: float | None, signs: list[float], lives: list[tuple[float, float]], current_since: float
+) -> float:
+    """The last moment the driver that ran a trial is known alive, the trial last seen at ``seen`` (its last row, or
+    its start): of the dead drivers' ``lives`` ((start, last beat), oldest first), the one that started last before
+    ``seen``; its last beat, or any later sign of life (a row, a trial start: ``signs``) before the next driver
+    started. With no life known (a folder without a lock or heartbeat), the latest sign of life; seen before the
+    first known life began, the latest sign before it."""
+    if seen is None or not lives:
+        return max(signs, default=time.time())
+    if seen < lives[0][0]:
+        return max([seen, *(s for s in signs if s < lives[0][0])])
+    index = max(i for i, (since, _) in enumerate(lives) if since <= seen)
+    since, beat = lives[index]
+    until = lives[index + 1][0] if index + 1 < len(lives) else current_since
+    return max([beat, seen, *(s for s in signs if since <= s < until)])
 
 
 #: The study's user attribute that says why it ended (read by the outputs: :func:`sweep.report.export.study_end`).

@@ -15,6 +15,7 @@ extra).
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 import warnings
@@ -301,7 +302,9 @@ def write(run_dir: str | Path) -> Path | None:
     if doc is None:
         return None
     path = run_dir / "recommended.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    tmp = path.with_name(path.name + ".tmp")  # renamed over the old: a kill mid-write leaves that one whole
+    tmp.write_text(yaml.safe_dump(doc, sort_keys=False))
+    os.replace(tmp, path)
     return path
 
 

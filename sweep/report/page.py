@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import html
 import json
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from sweep import runlock
 from sweep.analysis.evidence import ConfigStat, config_stats
 from sweep.analysis.summary import (
     Summary,
@@ -318,11 +320,16 @@ function sortTable(col) {{
 
 
 def write(run_dir: str | Path) -> Path:
-    """Write ``report.html`` from the run folder's ledger (torn lines moved aside first, said once); returns it."""
+    """Write ``report.html`` from the run folder's ledger (torn lines moved aside first, said once, unless a live
+    driver holds the folder: its ledger is its own to repair); returns it. The page is written beside its name and
+    renamed over it, so a kill mid-write leaves the previous page whole."""
     run_dir = Path(run_dir)
     path = run_dir / "report.html"
-    repair(run_dir / "ledger.jsonl")
-    path.write_text(render(run_dir, LedgerView(read_rows(run_dir / "ledger.jsonl"))), encoding="utf-8")
+    if runlock.live_holder(run_dir) is None:
+        repair(run_dir / "ledger.jsonl")
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(render(run_dir, LedgerView(read_rows(run_dir / "ledger.jsonl"))), encoding="utf-8")
+    os.replace(tmp, path)
     return path
 
 

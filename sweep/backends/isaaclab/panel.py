@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from sweep.backends.isaaclab.backend import build_env
 from sweep.backends.isaaclab.evaluation import policy_from_arrays
+from sweep.backends.isaaclab.scene import build_env
 from sweep.backends.policy import MlpPolicy
 from sweep.contract import EVAL_SEED_BASE
 
