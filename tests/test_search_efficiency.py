@@ -149,4 +149,5 @@ def test_the_benchmark_prints_one_line_per_strategy_and_budget(table: Path, tmp_
     lines = [x for x in out.stdout.splitlines() if " budget " in x and x.endswith("x")]
     pattern = r"(planner-cost|random|asha) budget (5|8) runs: correct \d+/2, median study \d+\.\d runs, "
     assert len(lines) == 6 and all(re.fullmatch(pattern + r"recommended/baseline \d+\.\d\dx", x) for x in lines)
-    assert "stop rule" not in out.stdout  # no stop rule yet: no line for it
+    stop = r"planner-cost stop rule: correct \d+/2, median study \d+\.\d runs, recommended/baseline \d+\.\d\dx"
+    assert len([x for x in out.stdout.splitlines() if re.fullmatch(stop, x)]) == 1  # the space's stop rule, no cap
