@@ -86,11 +86,13 @@ def test_racing_stops_a_clearly_worse_candidate_after_two_seeds(tmp_path: Path) 
     p = planner(make_cfg(tmp_path, costs), tmp_path / "run")
     p.run()
     runs = by_config(p.rows)
-    assert [len(runs[k]) for k in (A, B, C, D)] == [3, 2, 1, 3]  # B stopped; the leader and the baseline go on
-    assert [r.seed for r in runs[B]] == [2, 5] and [r.seed for r in runs[D]] == [4, 5, 8]
+    # B stopped; with no other candidate left, the leader's verdict against the baseline is decided on two seeds each
+    assert [len(runs[k]) for k in (A, B, C, D)] == [2, 2, 1, 2]
+    assert [r.seed for r in runs[B]] == [2, 5] and [r.seed for r in runs[D]] == [4, 5]
     stats = {c.key: c for c in evidence.config_stats(p.rows)}
     out = confirm.out_of_race(stats, p.confirmation.finalists(p.rows), 1.5)
-    assert list(out.values()) == ["mean $36.0000 > 1.5 x the leader's $11.0000"]
+    decided = "verdict decided: leader / baseline 0.36 (95% interval 0.17-0.76) lies below 1"
+    assert sorted(out.values()) == ["mean $36.0000 > 1.5 x the leader's $10.5000", decided, decided]
     assert p.phase.now is Phase.OVER and p.phase.why.startswith("confirmation complete")
 
 
@@ -98,12 +100,14 @@ def test_without_racing_pressure_every_finalist_gets_its_seeds(tmp_path: Path) -
     costs = {A: {1: 10, 5: 11, 8: 12}, B: {2: 12, 5: 13, 8: 12}, C: {3: 30}, D: {4: 28, 5: 30, 8: 32}}
     p = planner(make_cfg(tmp_path, costs), tmp_path / "run")
     p.run()
-    assert [len(by_config(p.rows)[k]) for k in (A, B, C, D)] == [3, 3, 1, 3]  # the racing test's control
+    # the racing test's control: A and B race on to their 3 seeds; the baseline, its verdict decided, stops at 2
+    assert [len(by_config(p.rows)[k]) for k in (A, B, C, D)] == [3, 3, 1, 2]
 
 
 #: A, B and C reach in the search; D, the baseline, runs in the confirmation only. D's trial number was taken by its
-#: waiting initial entry: the rounds train with seeds 5, 8 (and 10).
-BUDGETED = {A: {1: 10, 5: 11, 8: 12}, B: {2: 12, 5: 14, 8: 12}, C: {3: 40}, D: {5: 40, 8: 40, 10: 40}}
+#: waiting initial entry: the rounds train with seeds 5, 8 (and 10). D's seeds differ widely, so two of them leave the
+#: verdict against it open and the budget decides whether it gets a third.
+BUDGETED = {A: {1: 10, 5: 11, 8: 12}, B: {2: 12, 5: 14, 8: 12}, C: {3: 40}, D: {5: 30, 8: 50, 10: 40}}
 
 
 def test_confirmation_is_billed_in_the_budget_and_shown_apart(tmp_path: Path) -> None:
