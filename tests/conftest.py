@@ -30,14 +30,14 @@ def reached_run(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="session")
 def isaac_asset_root(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """One offline Isaac Lab asset root with the ANYmal stand-in (tests/isaaclab_standin.py) and the real Go2
-    (tests/isaaclab_go2.py), set for this process before Isaac Lab is imported: Isaac Lab reads the root once per
-    process, so every test file of the session shares it."""
+    """One offline Isaac Lab asset root with the ANYmal stand-in (tests/backends/isaaclab/standin.py) and the real Go2
+    (tests/backends/isaaclab/go2.py), set for this process before Isaac Lab is imported: Isaac Lab reads the root once
+    per process, so every test file of the session shares it."""
     from sweep.backends.isaaclab.scene import use_asset_root
-    from tests import isaaclab_go2, isaaclab_standin
+    from tests.backends.isaaclab import go2, standin
 
     root = tmp_path_factory.mktemp("isaac-assets")
-    root = str(isaaclab_go2.write_asset_root(isaaclab_standin.write_asset_root(root)))
+    root = str(go2.write_asset_root(standin.write_asset_root(root)))
     use_asset_root(root)
     return root
 

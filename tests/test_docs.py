@@ -69,7 +69,9 @@ def test_a_shown_run_passes_the_checks_made_before_it_starts(where: str, args: l
     from sweep.run import prepare
 
     if "space-from-init" in args:
-        pytest.skip("its space file is written by sweep.init from an Isaac Lab task (tests/test_isaaclab_own_task.py)")
+        pytest.skip(
+            "its space file is written by sweep.init from an Isaac Lab task (tests/backends/isaaclab/test_own_task.py)"
+        )
     run_dir = tmp_path / "run"
     shutil.copytree(RUN_FOLDER, run_dir)
     args = in_folder(args, run_dir)

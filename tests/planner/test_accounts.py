@@ -10,8 +10,8 @@ import pytest
 from sweep.contract import RESERVE_MARGIN
 from sweep.ledger import LedgerView, Row
 from sweep.planner.accounts import Accounts
-from tests.test_leader import PRICE, end
-from tests.test_planner import make_cfg
+from tests.planner.test_leader import PRICE, end
+from tests.planner.test_loop import make_cfg
 
 
 @dataclass

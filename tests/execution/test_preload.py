@@ -15,7 +15,7 @@ from sweep.config import validation
 from sweep.execution import precompile, preload
 from sweep.perf import graphs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Recorder:

@@ -16,8 +16,8 @@ from sweep.errors import ConfigError
 from sweep.ledger import LedgerView, Row, metrics, read_rows
 from sweep.planner import confirm
 from sweep.planner.phase import Phase
+from tests.planner.test_loop import planner
 from tests.replay_table import write_seeded_table
-from tests.test_planner import planner
 
 A, B, C, D = (64, 8), (64, 16), (128, 8), (128, 16)
 """D is the baseline. With 4 search trials (seeds 1-4, in the order A B C D) and 3 finalists, confirmation round 1

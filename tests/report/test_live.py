@@ -16,8 +16,8 @@ from sweep.contract import TrialConfig
 from sweep.ledger import Row, metrics
 from sweep.planner.status import Best, Status, TrialStatus, best_so_far, trial_status
 from sweep.report import live
-from tests.test_confirm import LUCKY, make_cfg
-from tests.test_planner import planner
+from tests.planner.test_confirm import LUCKY, make_cfg
+from tests.planner.test_loop import planner
 
 CONFIG = "128 envs x 16 steps, 4 mini-batches; flags on: fused_optimizer"
 

@@ -14,8 +14,8 @@ from sweep.ledger import LedgerView, Row
 from sweep.planner import searchers
 from sweep.planner.phase import Done, Phase, Wait
 from sweep.planner.searchers import Proposal, Searcher, SearchView
+from tests.planner.test_loop import inline_pool, planner
 from tests.replay_table import write_table
-from tests.test_planner import inline_pool, planner
 
 
 class SmallestFirst(Searcher):

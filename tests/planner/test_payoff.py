@@ -12,7 +12,7 @@ import pytest
 from sweep.errors import ConfigError
 from sweep.planner import acquisition, searchers
 from sweep.planner.phase import Phase
-from tests.test_planner import planner, runs_cfg
+from tests.planner.test_loop import planner, runs_cfg
 
 
 def test_the_expected_saving_and_trial_cost_are_those_of_a_lognormal_cost() -> None:

@@ -123,7 +123,7 @@ def test_a_pass_in_the_envs_own_loop_counts_as_one_stepped_from_python() -> None
         panel.policy_loop = False
         assert fused == evaluate(policy, panel, panel_seeds(64), target=target)
         results[target] = fused
-    assert 0 < results[None].successes < 64, results  # (passes stopped early: tests/test_evaluation.py)
+    assert 0 < results[None].successes < 64, results  # (passes stopped early: tests/trial/test_evaluation.py)
 
 
 def test_the_on_track_share_is_the_success_rule_applied_to_the_episodes_under_way() -> None:

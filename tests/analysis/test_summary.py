@@ -8,7 +8,7 @@ from sweep.analysis import summary
 from sweep.ledger import metrics, read_rows
 from sweep.report import page as report
 from sweep.trial.cli import format_summary, pass_text
-from tests.test_report import write_run
+from tests.report.test_report import write_run
 
 
 def test_the_three_printouts_render_one_summary(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ def test_the_search_spaces_ship_inside_the_wheel_and_are_found_from_any_folder(t
     import sys
     import zipfile
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     pip = [sys.executable, "-m", "pip"]
     build = [*pip, "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(root)]
     subprocess.run(build, check=True, capture_output=True, timeout=300)
@@ -49,7 +49,7 @@ def test_an_editable_install_finds_the_checkouts_search_spaces(tmp_path: Path) -
     import subprocess
     import sys
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     code = "import sweep.spaces; from sweep.config import find_space; print(find_space('locomotion'))"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     found = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env)

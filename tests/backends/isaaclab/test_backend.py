@@ -36,11 +36,12 @@ from sweep.ledger import PhaseClock, read_rows
 from sweep.planner import space
 from sweep.trial.cli import checked
 from sweep.trial.evaluation import evaluate
-from tests import isaaclab_standin as standin
+from tests.backends.isaaclab import standin
 from tests.helpers import ROOT, run_module
 
 FLAT = "Isaac-Velocity-Flat-AnymalD"
-#: Isaac Lab's own Go2 task on a real Go2 model (tests/isaaclab_go2.py): the CPU smoke trials and sweep run on it.
+#: Isaac Lab's own Go2 task on a real Go2 model (tests/backends/isaaclab/go2.py): the CPU smoke trials and sweep run
+#: on it.
 GO2 = "Isaac-Velocity-Flat-UnitreeGo2"
 CONTRIB_FLAT = "IsaacContrib-Velocity-Flat-AnymalC"  # physics defaults to PhysX; the stand-in root has its robot
 OLD_FLAT = "Isaac-Velocity-Flat-Anymal-D-v0"  # Isaac Lab 2.x

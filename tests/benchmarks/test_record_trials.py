@@ -69,7 +69,7 @@ def test_only_a_trial_capped_short_of_the_cap_on_equal_terms_is_unfinished() -> 
     assert not rec.complete(row(0, 1, "capped", 92.0, one_time_s=30.0), CAP_S)
 
 
-TABLE = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "h200_grid3.json"
+TABLE = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "h200_grid3.json"
 
 
 def test_top_configs_are_the_tables_best_by_the_yardsticks_own_mean_best_first() -> None:

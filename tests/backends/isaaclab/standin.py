@@ -15,7 +15,7 @@ module writes a root with the same relative paths (``ISAACSIM_ASSET_ROOT=<root>`
 
 Geometry and masses are round numbers of ANYmal's size (about 45 kg, 0.6 m long, legs 0.285 + 0.32 m): results
 with it are results on a stand-in, not on ANYmal. Needs ``pxr`` (shipped with Isaac Lab's ``usd-exchange``) and
-the ``mujoco_usd_converter`` command; run ``python -m tests.isaaclab_standin <root>`` to write one.
+the ``mujoco_usd_converter`` command; run ``python -m tests.backends.isaaclab.standin <root>`` to write one.
 """
 
 from __future__ import annotations

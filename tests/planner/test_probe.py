@@ -18,7 +18,7 @@ from sweep.params import TrialParams
 from sweep.planner import confirm, space
 from sweep.record import EndCause
 from tests.replay_table import reaching_curve
-from tests.test_planner import ledger_row, planner
+from tests.planner.test_loop import ledger_row, planner
 
 FUSED = "flags.fused_optimizer"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from sweep.perf import CATALOG
 from sweep.perf.catalog import markdown
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_docs_perf_flags_is_the_catalog_as_generated() -> None:

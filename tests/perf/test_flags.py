@@ -56,7 +56,7 @@ def baseline() -> tuple[torch.Tensor, dict[str, float], object]:
     return one_iteration({})
 
 
-#: CUDA-only flags do nothing on a CPU: their equivalence is checked in test_perf_gpu.py.
+#: CUDA-only flags do nothing on a CPU: their equivalence is checked in tests/perf/test_flags_gpu.py.
 EXACT = [name for name, flag in perf.CATALOG.items() if flag.exact and not name.startswith("cuda_graph")]
 
 

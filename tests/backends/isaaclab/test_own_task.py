@@ -1,7 +1,7 @@
-"""A task of the user's own Isaac Lab project, used as a user uses it: ``tests/own_project`` is laid out as Isaac Lab
-3.0's template generator lays an external project out, and registers two Go2 tasks, a manager-based velocity task
-with its own reward weights (``Mydog-Walk-GO2``) and a direct-workflow ``DirectRLEnv`` that stands up from a crouch
-(``Mydog-Stand-GO2-Direct``), whose success is a function of the project (``stood_up``).
+"""A task of the user's own Isaac Lab project, used as a user uses it: ``tests/backends/isaaclab/own_project`` is
+laid out as Isaac Lab 3.0's template generator lays an external project out, and registers two Go2 tasks, a
+manager-based velocity task with its own reward weights (``Mydog-Walk-GO2``) and a direct-workflow ``DirectRLEnv``
+that stands up from a crouch (``Mydog-Stand-GO2-Direct``), whose success is a function of the project (``stood_up``).
 
 The tests without Isaac Lab check the keys and what they are checked against (the form of a rule, the task facts,
 the export, the starter space); those marked ``isaaclab`` register the project's tasks in Isaac Lab's registry, refuse
@@ -39,10 +39,10 @@ from sweep.errors import ConfigError
 from sweep.ledger import read_rows
 from sweep.planner import space
 from sweep.trial.cli import checked
+from tests.backends.isaaclab.test_backend import FakeWrapper, isaac_modules_loaded, needs_isaaclab
 from tests.helpers import ROOT
-from tests.test_backends_isaaclab import FakeWrapper, isaac_modules_loaded, needs_isaaclab
 
-PROJECT = ROOT / "tests" / "own_project"
+PROJECT = ROOT / "tests" / "backends" / "isaaclab" / "own_project"
 SRC = PROJECT / "src"
 WALK = "Mydog-Walk-GO2"
 STAND = "Mydog-Stand-GO2-Direct"
@@ -88,12 +88,13 @@ def test_tasks_module_is_a_module_name_or_a_list_of_them(modules: Any) -> None:
 
 
 def test_a_success_function_must_import_and_take_env_and_ended() -> None:
-    assert load_success_fn("tests.isaaclab_rules:breaks").__name__ == "breaks"
+    assert load_success_fn("tests.backends.isaaclab.rules:breaks").__name__ == "breaks"
     cases = {
         "nowhere.rules:stood_up": "module nowhere.rules does not import (ModuleNotFoundError",
-        "tests.isaaclab_rules:missing": "tests.isaaclab_rules has no 'missing'",
-        "tests.isaaclab_rules:NOT_A_FUNCTION": "'NOT_A_FUNCTION' is a int, not a function",
-        "tests.isaaclab_rules:one_argument": "it is one_argument(env: 'Any') -> 'Any'; a success function takes",
+        "tests.backends.isaaclab.rules:missing": "tests.backends.isaaclab.rules has no 'missing'",
+        "tests.backends.isaaclab.rules:NOT_A_FUNCTION": "'NOT_A_FUNCTION' is a int, not a function",
+        "tests.backends.isaaclab.rules:one_argument": "it is one_argument(env: 'Any') -> 'Any'; a success function "
+        "takes",
     }
     for spec, needle in cases.items():
         with pytest.raises(ConfigError) as info:
@@ -113,7 +114,7 @@ def test_the_rule_is_resolved_against_the_task() -> None:
         resolve_success(STAND_FACTS, {})
     with pytest.raises(ConfigError, match=r"target.success_term=<termination term> \(its terms: time_out, cart_oob\)"):
         resolve_success(CARTPOLE_FACTS, {})
-    assert resolve_success(STAND_FACTS, {"success_fn": "tests.isaaclab_rules:breaks"}).kind == "fn"
+    assert resolve_success(STAND_FACTS, {"success_fn": "tests.backends.isaaclab.rules:breaks"}).kind == "fn"
 
 
 def test_a_terms_and_a_functions_rule_count_only_episodes_that_ended() -> None:
@@ -124,14 +125,16 @@ def test_a_terms_and_a_functions_rule_count_only_episodes_that_ended() -> None:
     env.flag = torch.tensor([True, True, True, False])
     assert FnRule(lambda env, ended: env.flag, "m:f").update(env, ended).tolist() == [True, True, False, False]
     with pytest.raises(RuntimeError, match=r"^target.success_fn=m:f raised ValueError: held_at_end is not recorded"):
-        FnRule(load_success_fn("tests.isaaclab_rules:breaks"), "m:f").update(env, ended)
+        FnRule(load_success_fn("tests.backends.isaaclab.rules:breaks"), "m:f").update(env, ended)
     with pytest.raises(RuntimeError, match=r"^target.success_fn=m:f returned a torch.int64 tensor of shape \(\); it"):
-        FnRule(load_success_fn("tests.isaaclab_rules:counts"), "m:f").update(env, ended)
+        FnRule(load_success_fn("tests.backends.isaaclab.rules:counts"), "m:f").update(env, ended)
     # on the TaskEnv adapter: a function that raises ends the step, naming itself; a rule of its own gives no on-track
-    spec = SuccessSpec("fn", "tests.isaaclab_rules:breaks")
+    spec = SuccessSpec("fn", "tests.backends.isaaclab.rules:breaks")
     adapter = ils.IsaacLabEnv(FakeWrapper(4), None, "NewtonCfg/NewtonMJWarpManager", success=spec)
     assert adapter.on_track_share(1) is None
-    with pytest.raises(RuntimeError, match=r"^target.success_fn=tests.isaaclab_rules:breaks raised ValueError"):
+    with pytest.raises(
+        RuntimeError, match=r"^target.success_fn=tests.backends.isaaclab.rules:breaks raised ValueError"
+    ):
         adapter.step(torch.zeros(4, 2))
 
 
@@ -171,7 +174,7 @@ def test_a_rule_the_untrained_policy_meets_is_refused_in_one_line() -> None:
 
 
 def test_the_export_names_the_projects_trainer_script_and_the_rule(tmp_path) -> None:
-    from tests.test_backends_isaaclab import recorded_trial
+    from tests.backends.isaaclab.test_backend import recorded_trial
 
     options = {"tasks_module": MODULE, "env": {"episode_length_s": 1.0}}
     cfg = TrialConfig(backend="isaaclab", profile=STAND, num_envs=16, success_fn=STOOD, backend_options=options)
@@ -272,8 +275,8 @@ def test_the_projects_tasks_register_and_bad_input_is_one_line_before_any_trial(
         f"registered {registered}",
         "backend_options.tasks_module=mydog.nowhere": "backend_options.tasks_module=mydog.nowhere: does not import "
         "(ModuleNotFoundError: No module named 'mydog.nowhere')",
-        "target.success_fn=tests.isaaclab_rules:one_argument": "target.success_fn=tests.isaaclab_rules:one_argument: "
-        "it is one_argument(env: 'Any')",
+        "target.success_fn=tests.backends.isaaclab.rules:one_argument": "target.success_fn="
+        "tests.backends.isaaclab.rules:one_argument: it is one_argument(env: 'Any')",
         "target.success_fn=mydog.rules:stood_up": "target.success_fn=mydog.rules:stood_up: module mydog.rules does "
         "not import",
         "target.success_term=time_out": f"target.success_term=time_out: {STAND} is a direct-workflow task",
@@ -382,7 +385,10 @@ STAND_TRIAL = (
             f"ConfigError: target.success_fn={STOOD}: the untrained policy already meets it (16 of 16 held-out "
             "episodes succeed, target 0.75)",
         ),
-        (["success_fn=tests.isaaclab_rules:breaks"], "target.success_fn=tests.isaaclab_rules:breaks raised ValueError"),
+        (
+            ["success_fn=tests.backends.isaaclab.rules:breaks"],
+            "target.success_fn=tests.backends.isaaclab.rules:breaks raised ValueError",
+        ),
     ],
     ids=["always-true-rule", "function-raises"],
 )
@@ -401,7 +407,7 @@ def test_a_trial_whose_rule_cannot_measure_training_or_raises_ends_failed_naming
 @needs_isaaclab
 def test_an_installed_project_registers_its_tasks_through_its_entry_point(tmp_path) -> None:
     # what `pip install` of the project leaves for importlib.metadata: its distribution and its isaaclab.tasks entry
-    # point (tests/own_project/pyproject.toml), and the package on the path
+    # point (tests/backends/isaaclab/own_project/pyproject.toml), and the package on the path
     dist = tmp_path / "mydog-0.1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: mydog\nVersion: 0.1.0\n")

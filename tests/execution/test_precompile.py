@@ -14,7 +14,7 @@ from sweep import config
 from sweep.config import validation
 from sweep.execution import precompile
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_plan_covers_every_size_and_donation_choice_in_the_order_trials_meet_them() -> None:

@@ -14,7 +14,7 @@ import yaml
 from sweep.analysis import evidence, summary
 from sweep.ledger import LedgerWriter, Row, metrics, read_rows
 from sweep.report import page as report
-from tests.test_scheduler import line as row
+from tests.planner.test_scheduler import line as row
 
 
 def typed(lines: list[dict]) -> list[Row]:
