@@ -15,7 +15,8 @@ from tests.planner.test_loop import planner, runs_cfg
 
 
 def earlier_study(tmp_path: Path) -> Path:
-    """The run folder of a finished study over every config of :data:`tests.planner.test_loop.STEADY` (64 x 8 the best)."""
+    """The run folder of a finished study over every config of :data:`tests.planner.test_loop.STEADY` (64 x 8 the
+    best)."""
     p = planner(runs_cfg(tmp_path, **{"confirm.seeds": 1, "search.prune": False}), tmp_path / "earlier")
     p.run()
     return tmp_path / "earlier"

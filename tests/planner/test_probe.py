@@ -17,8 +17,8 @@ from sweep.ledger import LedgerView
 from sweep.params import TrialParams
 from sweep.planner import confirm, space
 from sweep.record import EndCause
-from tests.replay_table import reaching_curve
 from tests.planner.test_loop import ledger_row, planner
+from tests.replay_table import reaching_curve
 
 FUSED = "flags.fused_optimizer"
 
