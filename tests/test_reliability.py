@@ -183,6 +183,7 @@ def test_ctrl_c_while_the_output_goes_through_a_pipe_still_writes_the_report(tmp
     assert all(r.state != "running" for r in ends.values())
 
 
+@pytest.mark.slow
 def test_ctrl_c_on_a_terminal_stops_the_live_view_and_writes_the_report(tmp_path: Path) -> None:
     """On a terminal the run draws its live view (rich) on stderr; Ctrl-C must still bill every running trial, leave
     no traceback and write the report, as in a pipe."""

@@ -59,6 +59,7 @@ def test_the_driver_wakes_as_soon_as_a_worker_reports_a_row() -> None:
         pool.shutdown()
 
 
+@pytest.mark.slow
 def test_trials_run_on_both_nodes_of_a_two_node_cluster(tmp_path: Path) -> None:
     from ray.cluster_utils import Cluster
 
@@ -161,6 +162,7 @@ def test_a_gpu_worker_whose_trial_failed_is_replaced_before_the_next_trial(tmp_p
         pool.shutdown()
 
 
+@pytest.mark.slow
 def test_a_sweep_starts_its_own_ray_beside_another_one_on_the_machine() -> None:
     """Another local Ray instance (another sweep, a notebook) is left alone: the pool starts its own, with its own
     settings, instead of failing to join it."""
