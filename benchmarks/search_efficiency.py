@@ -67,8 +67,9 @@ USD_PER_S = PRICE.usd_per_hour / 3600.0
 #: cap in runs and no budget in USD, as config overrides on top of the planner's settings; None: no such line.
 STOP_RULE: dict[str, Any] | None = {"budget.runs": None}
 STRATEGIES = ("planner-cost", "planner", "random", "asha")
-#: The overrides that mark a line warm-started (``--prior``): each study first runs the planner's study of the same
-#: budget with draw seed ``PRIOR_SEED`` + its own, and starts from that study's run folder (``search.prior``).
+#: The overrides that mark a line warm-started (``--prior``): each study starts from the run folder (``search.prior``)
+#: of an earlier study of the same table, the planner's with its stop rule alone (a user's first study of a task, run
+#: to its own end; with no stop rule, the same budget) drawn with seed ``PRIOR_SEED`` + its own.
 PRIOR: dict[str, Any] = {"search.prior": "earlier study"}
 PRIOR_SEED = 1000
 
@@ -612,7 +613,7 @@ def main() -> None:
     if args.prior:
         print(
             "planner-cost+prior starts warm from an earlier study of the same table (search.prior): the planner's "
-            f"study at the same budget with draw seed {PRIOR_SEED} + its own"
+            f"study with its stop rule alone, drawn with seed {PRIOR_SEED} + its own"
         )
         for budget in args.budget_runs:
             lines.append(("planner-cost", f"planner-cost+prior budget {budget:g} runs", budget, PRIOR, None))
@@ -650,7 +651,8 @@ def study(
         return stretches_study(run(table, rep, budget_usd, args.trial_cap, args.target))
 
     if overrides is PRIOR:  # a warm start: the earlier study's ledger in a run folder of its own
-        earlier = study_rows(table, args, space, strategy, budget_runs, None, design, PRIOR_SEED + rep)
+        first = (None, STOP_RULE) if STOP_RULE is not None and args.later_runs is not None else (budget_runs, None)
+        earlier = study_rows(table, args, space, strategy, *first, design, PRIOR_SEED + rep)
         with tempfile.TemporaryDirectory() as folder:
             with LedgerWriter(Path(folder) / "ledger.jsonl") as ledger:
                 for row in earlier:
