@@ -18,7 +18,7 @@ from sweep.contract import TrialConfig
 from sweep.ledger import LedgerView, LedgerWriter, Row, read_rows
 from sweep.params import trial_params
 from sweep.report import export
-from tests.helpers import run_module
+from tests.helpers import run_in_process, run_module
 from tests.replay_table import write_table
 
 
@@ -180,7 +180,8 @@ def test_exporting_a_run_where_no_trial_reached_is_one_line(tmp_path: Path) -> N
         w.append(Row.of({"trial": 0, "state": "capped", "billable_s": 1.0, "price_usd_per_hour": 1.0, "params": {},
                          "phases_s": {}, "env_steps": 0, "reason": "x"}))  # fmt: skip
     assert "no trial reached the target" in one_error_line(run_module("sweep.export", str(run_dir), cwd=tmp_path))
-    assert "no ledger.jsonl" in one_error_line(run_module("sweep.export", str(tmp_path / "nowhere"), cwd=tmp_path))
+    nowhere = run_in_process(export.main, str(tmp_path / "nowhere"), cwd=tmp_path)  # the real process once, above
+    assert "no ledger.jsonl" in one_error_line(nowhere)
 
 
 @pytest.mark.slow
@@ -196,4 +197,4 @@ def test_exporting_a_run_whose_checkpoint_is_missing_is_one_line(reached_run, tm
 def test_a_replayed_winner_has_no_checkpoint_to_export(tmp_path: Path) -> None:
     run_dir = replay_run(tmp_path)
     assert yaml.safe_load(export.write(run_dir).read_text())["checkpoint"] is None
-    assert "saved no checkpoint" in one_error_line(run_module("sweep.export", str(run_dir), cwd=tmp_path))
+    assert "saved no checkpoint" in one_error_line(run_in_process(export.main, str(run_dir), cwd=tmp_path))

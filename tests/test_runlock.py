@@ -96,6 +96,7 @@ def test_a_holder_on_this_machine_whose_process_is_gone_is_taken_over_at_once(tm
         assert lock.holder.lives == [[dead.since, dead.beat]]
 
 
+@pytest.mark.slow
 def test_of_drivers_racing_for_a_dead_lock_exactly_one_wins(tmp_path: Path) -> None:
     for round_ in range(3):
         run_dir = tmp_path / f"r{round_}"

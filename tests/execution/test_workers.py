@@ -132,6 +132,7 @@ def test_trials_side_by_side_never_spend_past_the_budget(tmp_path: Path) -> None
     assert planner.phase.now is Phase.OVER and "budget" in planner.phase.why, planner.phase.log
 
 
+@pytest.mark.slow
 def test_a_gpu_worker_whose_trial_failed_is_replaced_before_the_next_trial(tmp_path: Path) -> None:
     options = yaml.safe_load(space_file(tmp_path).read_text())["backend_options"]  # a recorded table
     pool = WorkerPool(Workers(num=1, cpus_per_trial=1), use_gpu=False)
