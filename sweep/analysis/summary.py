@@ -69,6 +69,10 @@ class Summary:
     round's, a bound no finer than ``target.eval_every_steps``."""
     payback: Payback | None = None
     """Whether the study paid for itself against the baseline; None when no config reached the target."""
+    cut_short: tuple[int, float] = (0, 0.0)
+    """(trials, USD) ended by the study's own stops rather than by their config (:attr:`EndCause.by_study`: Ctrl-C,
+    SIGTERM, the end of a run split into pieces, a dead driver): billed, and told apart because what they spent
+    measured nothing (their configs may run again)."""
 
     @property
     def reached_trials(self) -> int:
@@ -117,7 +121,14 @@ def _summarize(view: LedgerView) -> Summary:
         n_rows=len(view),
         reached_first=reached_at_first_checkpoint(view),
         payback=payback(rec, figures.total_usd) if rec is not None else None,
+        cut_short=cut_short(view),
     )
+
+
+def cut_short(rows: Iterable[Row]) -> tuple[int, float]:
+    """(trials, USD) of the trials that ran and ended by the study's own stops (:attr:`Summary.cut_short`)."""
+    cut = [r for r in LedgerView.of(rows).last.values() if r.ran and r.by_study]
+    return len(cut), sum(metrics(r).usd for r in cut)
 
 
 def reached_at_first_checkpoint(rows: Iterable[Row]) -> int:
@@ -237,6 +248,13 @@ def run_text(
     recommended config's best seed."""
     lines = [f"{label}: {text}" for label, text in decision_lines(s, trainer, ended)]
     lines.append(f"trials: {states_text(s) or 'none'}")
+    n, usd = s.cut_short
+    if n:
+        lines.append(
+            f"cut short: {n} trial{'s' if n != 1 else ''} stopped by the study itself (a stop signal, a run's piece "
+            f"ending, a dead driver), ${usd:.4f}, {usd / s.total_usd:.1%} of the study's spend: billed, measured "
+            "nothing, their configs free to run again"
+        )
     failed = failure_line(s, ledger_path)
     lines += [f"failures: {failed}"] if failed else []
     rec = s.recommended

@@ -123,6 +123,47 @@ def test_a_ranking_of_trials_that_all_reached_at_their_first_checkpoint_says_how
     assert summarize(fine).reached_first == 1 and "note:" not in run_text(summarize(fine))
 
 
+def test_trials_the_study_stopped_itself_are_billed_and_told_apart() -> None:
+    """A run split into pieces (each ended by SIGINT, then resumed) loses what its cut trials spent: the printout
+    says how much, apart from the trials' own ends."""
+    from sweep.analysis.summary import run_text, summarize
+    from sweep.ledger import Row
+    from sweep.record import EndCause
+
+    def end(trial: int, state: str, cause: EndCause, billable_s: float) -> Row:
+        return Row(
+            run_id="r",
+            trial=trial,
+            state=state,
+            params={"num_envs": 128 * (trial + 1), "num_steps_per_env": 24, "num_mini_batches": 4},
+            iteration=10,
+            env_steps=10 * 128 * 24,
+            billable_s=billable_s,
+            phases_s={"sim": billable_s},
+            price_usd_per_hour=3600.0,
+            price_label="t",
+            success=0.95 if state == "reached" else 0.5,
+            success_lo=0.9,
+            success_hi=0.97,
+            eval_episodes=256,
+            seed=trial + 1,
+            cause=cause,
+        )
+
+    rows = [
+        end(0, "reached", EndCause.REACHED, 30.0),
+        end(1, "capped", EndCause.STUDY_END, 10.0),  # a piece's end
+        end(2, "failed", EndCause.DRIVER_STOPPED, 5.0),  # a dead driver's orphan
+        end(3, "capped", EndCause.RACE_CAP, 15.0),  # its config's own end: not cut short
+    ]
+    s = summarize(rows)
+    assert s.cut_short == (2, 15.0) and s.total_usd == 60.0
+    assert "cut short: 2 trials stopped by the study itself (a stop signal, a run's piece ending, a dead driver), " \
+        "$15.0000, 25.0% of the study's spend" in run_text(s)  # fmt: skip
+    own = summarize([rows[0], rows[3]])
+    assert own.cut_short == (0, 0.0) and "cut short" not in run_text(own)
+
+
 def test_a_saving_too_small_for_4_decimals_keeps_2_significant_digits() -> None:
     assert summary.usd_text(0.0123) == "$0.0123" and summary.usd_text(0.0) == "$0.0000"
     assert summary.usd_text(1.87e-5) == "$0.000019"  # not "$0.0000" beside "pays for itself after 368.6 runs"
