@@ -308,7 +308,7 @@ def sweep_and_replay(task: str, rule: list[str], target: float, root: str, tmp_p
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     run_dir = tmp_path / "own"
     rows = read_rows(run_dir / "ledger.jsonl")
-    assert all(r["params"]["profile"] == task for r in rows) and any(r["state"] == "reached" for r in rows)
+    assert all(r.params["profile"] == task for r in rows) and any(r.state == "reached" for r in rows)
     doc = yaml.safe_load((run_dir / "recommended.yaml").read_text())
     section, trial = doc["isaaclab"], doc["evidence"]["trial"]
     assert section["command"].startswith(f"python scripts/rsl_rl/train.py --task {task} presets=newton_mjwarp ")
@@ -398,9 +398,9 @@ def test_a_trial_whose_rule_cannot_measure_training_or_raises_ends_failed_naming
     args = [*STAND_TRIAL, *extra, f"backend_options.asset_root={isaac_asset_root}", f"out={tmp_path}"]
     proc = with_project("-m", "sweep.trial", *args, cwd=tmp_path, timeout=600)
     rows = read_rows(tmp_path / "ledger.jsonl")
-    assert rows and rows[-1]["state"] == "failed", (proc.stdout + proc.stderr)[-3000:]
-    assert reason in rows[-1]["reason"], rows[-1]["reason"]
-    assert not any(r["state"] == "running" and r["success"] is not None for r in rows)  # no pass was counted
+    assert rows and rows[-1].state == "failed", (proc.stdout + proc.stderr)[-3000:]
+    assert reason in rows[-1].reason, rows[-1].reason
+    assert not any(r.state == "running" and r.success is not None for r in rows)  # no pass was counted
 
 
 @pytest.mark.isaaclab
