@@ -180,6 +180,34 @@ def curve(args: argparse.Namespace) -> dict[str, Any]:
     return summary
 
 
+def trainer_line(command: str, iterations: int, device: str, seed: int | None = None) -> list[str]:
+    """The exported trainer ``command`` (``recommended.yaml``'s ``isaaclab.command``) as this Python runs it, for
+    ``iterations`` training iterations, with ``--seed`` when given (it replaces the line's ``agent.seed``). On a
+    device other than CUDA the trainer also needs the env's and the agent's device; ``auto`` leaves both to it."""
+    line = [sys.executable, *command.split()[1:], "--max_iterations", str(iterations)]
+    if seed is not None:
+        line += ["--seed", str(seed)]
+    if not device.startswith("cuda") and device != "auto":
+        line += ["--device", device, f"agent.device={device}"]
+    return line
+
+
+def run_trainer(line: list[str], work: Path, asset_root: str | None) -> Path:
+    """Run Isaac Lab's trainer ``line`` (:func:`trainer_line`) in ``work``, with ``ISAACSIM_ASSET_ROOT`` from
+    ``asset_root`` when given; the folder of its run (``logs/rsl_rl/<experiment>/<run>``: ``params/agent.yaml``,
+    ``params/env.yaml`` and its ``model_<iteration>.pt`` checkpoints)."""
+    from sweep.backends.isaaclab.scene import ASSET_ROOT_ENV
+
+    env = dict(os.environ)
+    if asset_root:
+        env[ASSET_ROOT_ENV] = str(Path(asset_root).resolve())
+    print("Isaac Lab's trainer:", " ".join(line[1:]), flush=True)
+    if subprocess.run(line, cwd=work, env=env).returncode != 0:
+        raise SystemExit("Isaac Lab's trainer failed")
+    (saved,) = (work / "logs" / "rsl_rl").glob("*/*/params")
+    return saved.parent
+
+
 def pair(args: argparse.Namespace) -> dict[str, Any]:
     """A short sweep trial and its exported line in Isaac Lab's trainer; both saved configs copied and compared."""
     use_tree("new", None)
@@ -211,16 +239,8 @@ def pair(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"the sweep trial failed (rc {run.returncode})")
     trial_dir = work / "trial" / "trials" / "0000"
     section = get_backend("isaaclab").export_section(cfg, implied_agent_config(cfg, trial_dir))["isaaclab"]
-    command = [sys.executable, *section["command"].split()[1:], "--max_iterations", str(args.max_iterations)]
-    if not str(cfg.device).startswith("cuda") and cfg.device != "auto":
-        command += ["--device", str(cfg.device), f"agent.device={cfg.device}"]
-    env = dict(os.environ)
-    if args.asset_root:
-        env["ISAACSIM_ASSET_ROOT"] = str(Path(args.asset_root).resolve())
-    print("Isaac Lab's trainer:", " ".join(command[1:]), flush=True)
-    if subprocess.run(command, cwd=work, env=env).returncode != 0:
-        raise SystemExit("Isaac Lab's trainer failed")
-    (saved,) = (work / "logs" / "rsl_rl").glob("*/*/params")
+    line = trainer_line(section["command"], args.max_iterations, str(cfg.device))
+    saved = run_trainer(line, work, args.asset_root) / "params"
     differences: dict[str, Any] = {}
     for kind in ("agent", "env"):
         shutil.copyfile(trial_dir / ilc.PARAMS_DIR / f"{kind}.yaml", out / f"sweep_{kind}.yaml")
