@@ -314,10 +314,6 @@ def load_policy(run_dir: str | Path, doc: dict[str, Any]) -> Any:
     ``doc`` is the recommended document: its agent config gives the actor's class and layers, the
     checkpoint's ``checkpoint.json`` the observation and action sizes.
     """
-    import torch
-    from rsl_rl.utils import resolve_class
-    from tensordict import TensorDict
-
     run_dir = Path(run_dir)
     section = doc.get("checkpoint")
     trial = doc["evidence"]["trial"]
@@ -333,13 +329,25 @@ def load_policy(run_dir: str | Path, doc: dict[str, Any]) -> Any:
             f"python -m sweep.trial config={run_dir / 'recommended.yaml'} out=<folder>, then export that folder"
         )
     meta = checkpoints.read_meta(run_dir, section["path"])
-    agent = doc["agent"]
+    return load_actor(doc["agent"], path, meta["obs_dim"], meta["num_actions"], where=str(run_dir))
+
+
+def load_actor(agent: dict[str, Any], path: Path, obs_dim: int, num_actions: int, where: str = "") -> Any:
+    """The actor (rsl-rl ``MLPModel`` with its normalizer) of the rsl-rl checkpoint ``path`` (``actor_state_dict``, as
+    ``PPO.save()`` writes it: a trial's checkpoint or rsl-rl's own ``model_<iteration>.pt``), in eval mode, on CPU.
+
+    ``agent``: the rsl-rl agent config it trained with (its actor's class and layers, the observation groups);
+    ``obs_dim`` / ``num_actions``: the actor's input and output sizes; ``where`` names the source in an error."""
+    import torch
+    from rsl_rl.utils import resolve_class
+    from tensordict import TensorDict
+
     actor_class, actor_cfg = resolve_class(dict(agent["actor"]))
     group = agent["obs_groups"]["actor"]
     if len(group) != 1:  # the checkpoint records the concatenated size only
-        raise ConfigError(f"{run_dir}: agent.obs_groups.actor: export supports one observation group (got {group})")
-    obs = TensorDict({group[0]: torch.zeros(1, meta["obs_dim"])}, batch_size=[1])
-    actor = actor_class(obs, agent["obs_groups"], "actor", meta["num_actions"], **actor_cfg)
+        raise ConfigError(f"{where}: agent.obs_groups.actor: export supports one observation group (got {group})")
+    obs = TensorDict({group[0]: torch.zeros(1, obs_dim)}, batch_size=[1])
+    actor = actor_class(obs, agent["obs_groups"], "actor", num_actions, **actor_cfg)
     state = torch.load(path, map_location="cpu", weights_only=True)
     actor.load_state_dict(state["actor_state_dict"])
     return actor.eval()

@@ -25,7 +25,7 @@ import torch
 
 from sweep import checkpoints, perf
 from sweep.backends import get_backend
-from sweep.backends.base import resolve_device
+from sweep.backends.base import Backend, resolve_device
 from sweep.contract import (
     PROBE_END,
     EndCause,
@@ -94,6 +94,18 @@ def compile_ahead(backend: Any, num_envs: int, device: str, profile: str, knobs:
     return thread
 
 
+def env_knobs(cfg: TrialConfig, backend: Backend, flags: perf.Flags) -> dict[str, Any]:
+    """The knobs a trial's envs are built with, the training scene's and the held-out panel's alike: the perf flags'
+    that act in the backend, the backend options it knows, and the task's own success rule (if the trial names one)
+    with the target that its untrained policy must not meet already."""
+    knobs = perf.backend_knobs(flags, backend.knobs)
+    knobs.update((k, v) for k, v in cfg.backend_options.items() if k in backend.knobs)
+    rule = success_rule(cfg)
+    if rule:
+        knobs["success"] = {**rule, "target": cfg.target}
+    return knobs
+
+
 def build(
     cfg: TrialConfig,
     clock: PhaseClock,
@@ -119,11 +131,7 @@ def build(
     device = resolve_device(cfg.device)
     torch.manual_seed(cfg.seed)
     perf.apply_to_process(flags)  # before the first env: its reset compiles too, and must read the persistent cache
-    knobs = perf.backend_knobs(flags, backend.knobs)
-    knobs.update((k, v) for k, v in cfg.backend_options.items() if k in backend.knobs)
-    rule = success_rule(cfg)
-    if rule:  # the task's own success rule, with the target its untrained policy must not meet already
-        knobs["success"] = {**rule, "target": cfg.target}
+    knobs = env_knobs(cfg, backend, flags)
     ahead = compile_ahead(backend, cfg.num_envs, device, cfg.profile, knobs)
     stack.callback(ahead.join)  # however the trial ends, nothing of it outlives the trial
     lap("backend")
