@@ -18,6 +18,9 @@
 #              was carried in DIR/run.tgz (a lease is shorter than the sweep); needs ray and optuna: the folders of
 #              ../shared/tools/device-wheels.sh, sent with `wheels`, are installed into /tmp/site2 (after the Isaac
 #              Lab site on the path, so Isaac Lab's own pins win)
+#   replay     the finished sweep's exported line in Isaac Lab's trainer, its final checkpoint scored on the held-out
+#              panel (benchmarks/isaaclab_fidelity.py replay), on training seed REPLAY_SEED (default: the
+#              recommendation's first confirmation seed), into $W/trainer_replay_<seed>
 #
 #   bash benchmarks/isaaclab_gpu.sh stop SECONDS    Ctrl-C to the sweep's driver, wait for it to close its ledger
 set -uo pipefail
@@ -31,6 +34,7 @@ JOBS=${JOBS-calibrate old pair}  # JOBS= (empty): unpack only
 CALIBRATE_STEPS=${CALIBRATE_STEPS:-40000000}
 OLD_STEPS=${OLD_STEPS:-15000000}
 RUN_ID=${RUN_ID:-go2_h100}
+REPLAY_SEED=${REPLAY_SEED:-}
 mkdir -p "$OUT" "$W"
 
 run_jobs() {
@@ -49,6 +53,8 @@ run_jobs() {
       sweep) args=(space=go2_flat backend_options.asset_root="$ASSETS" run_id="$RUN_ID" out="$W/reports")
              [ -f "$W/reports/$RUN_ID/study.db" ] && args=(resume="$W/reports/$RUN_ID")
              python3 -m sweep.run "${args[@]}" & echo $! > "$W/driver"; wait $! ;;
+      replay) python3 benchmarks/isaaclab_fidelity.py replay --run "$W/reports/$RUN_ID" --asset-root "$ASSETS" \
+                ${REPLAY_SEED:+--seed "$REPLAY_SEED"} --out "$W/trainer_replay_${REPLAY_SEED:-first}" ;;
     esac
     echo "=== $job rc=$? at $(date -u +%T)"
   done
@@ -74,7 +80,7 @@ case "${1:-}" in
     fi
     python3 -c "import torch, warp, isaaclab; print('torch', torch.__version__, 'warp', warp.__version__)" || exit 5
     ls "$ASSETS/Isaac/IsaacLab/Robots/Unitree/Go2/go2.usd" || exit 6
-    export -f run_jobs; export TASK JOBS CALIBRATE_STEPS OLD_STEPS ASSETS W RUN_ID
+    export -f run_jobs; export TASK JOBS CALIBRATE_STEPS OLD_STEPS ASSETS W RUN_ID REPLAY_SEED
     setsid bash -c 'echo $$ > "$0"; run_jobs' "$W/pid" > "$W/log" 2>&1 < /dev/null &
     sleep 2; echo "detached: pid $(cat "$W/pid")" ;;
   follow)
@@ -93,6 +99,7 @@ esac
 cp "$W/log" "$OUT/isaaclab_gpu.log" 2> /dev/null
 for f in calibrate old; do [ -f "$W/$f.json" ] && cp "$W/$f.json" "$OUT/"; done
 [ -d "$W/isaaclab_fidelity" ] && tar -czf "$OUT/isaaclab_fidelity.tgz" -C "$W" isaaclab_fidelity
+ls -d "$W"/trainer_replay_* > /dev/null 2>&1 && tar -czf "$OUT/trainer_replay.tgz" -C "$W" $(cd "$W" && ls -d trainer_replay_*)
 [ -d "$W/reports/$RUN_ID" ] && tar -czf "$OUT/run.tgz" -C "$W/reports" "$RUN_ID"
 tail -n 40 "$OUT/isaaclab_gpu.log" 2> /dev/null
 true
