@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from sweep.analysis import summary
-from sweep.ledger import metrics, read_rows
+from sweep.ledger import Row, metrics, read_rows
 from sweep.report import page as report
 from sweep.trial.cli import format_summary, pass_text
 from tests.report.test_report import write_run
@@ -84,31 +85,36 @@ def test_an_interval_of_costs_does_not_reach_below_zero() -> None:
     assert lo == 0.0 and mean == pytest.approx(0.0029) and hi > mean
 
 
+def ledger_row(trial: int, iteration: int, state: str, billable_s: float, cause: Any = None) -> Row:
+    """A row of trial ``trial`` (128 x (trial + 1) envs, 24 steps, $1 a billable second) at ``iteration``."""
+    return Row(
+        run_id="r",
+        trial=trial,
+        state=state,
+        params={"num_envs": 128 * (trial + 1), "num_steps_per_env": 24, "num_mini_batches": 4},
+        iteration=iteration,
+        env_steps=iteration * 128 * 24,
+        billable_s=billable_s,
+        phases_s={"sim": billable_s},
+        price_usd_per_hour=3600.0,
+        price_label="t",
+        success=0.95 if state == "reached" else 0.5,
+        success_lo=0.9,
+        success_hi=0.97,
+        eval_episodes=256,
+        seed=trial + 1,
+        cause=cause,
+    )
+
+
 def test_a_ranking_of_trials_that_all_reached_at_their_first_checkpoint_says_how_coarse_it_is() -> None:
     """Seen on 2 cores: 12 of 15 trials reached the target at their first pass, so their costs to target were one
     round's each, and the recommendation ranked round costs, not learning."""
     from sweep.analysis.summary import run_text, summarize
-    from sweep.ledger import Row
     from sweep.report.page import _card_html
 
     def row(trial: int, iteration: int, state: str) -> Row:
-        return Row(
-            run_id="r",
-            trial=trial,
-            state=state,
-            params={"num_envs": 128 * (trial + 1), "num_steps_per_env": 24, "num_mini_batches": 4},
-            iteration=iteration,
-            env_steps=iteration * 128 * 24,
-            billable_s=float(iteration + trial),
-            phases_s={"sim": float(iteration)},
-            price_usd_per_hour=3600.0,
-            price_label="t",
-            success=0.95 if state == "reached" else 0.5,
-            success_lo=0.9,
-            success_hi=0.97,
-            eval_episodes=256,
-            seed=trial + 1,
-        )
+        return ledger_row(trial, iteration, state, float(iteration + trial))
 
     def trial(t: int, checkpoints: int) -> list[Row]:
         running = [row(t, 10 * (k + 1), "running") for k in range(checkpoints)]
@@ -127,28 +133,10 @@ def test_trials_the_study_stopped_itself_are_billed_and_told_apart() -> None:
     """A run split into pieces (each ended by SIGINT, then resumed) loses what its cut trials spent: the printout
     says how much, apart from the trials' own ends."""
     from sweep.analysis.summary import run_text, summarize
-    from sweep.ledger import Row
     from sweep.record import EndCause
 
     def end(trial: int, state: str, cause: EndCause, billable_s: float) -> Row:
-        return Row(
-            run_id="r",
-            trial=trial,
-            state=state,
-            params={"num_envs": 128 * (trial + 1), "num_steps_per_env": 24, "num_mini_batches": 4},
-            iteration=10,
-            env_steps=10 * 128 * 24,
-            billable_s=billable_s,
-            phases_s={"sim": billable_s},
-            price_usd_per_hour=3600.0,
-            price_label="t",
-            success=0.95 if state == "reached" else 0.5,
-            success_lo=0.9,
-            success_hi=0.97,
-            eval_episodes=256,
-            seed=trial + 1,
-            cause=cause,
-        )
+        return ledger_row(trial, 10, state, billable_s, cause)
 
     rows = [
         end(0, "reached", EndCause.REACHED, 30.0),

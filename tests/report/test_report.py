@@ -352,12 +352,17 @@ def card_text(page: str) -> str:
     return html_mod.unescape(re.sub(r"<[^>]+>", "", text))
 
 
-def test_the_card_leads_with_the_decision_and_its_figures_equal_the_ledgers(tmp_path: Path) -> None:
-    rows = confirmed_study()
-    run_dir = tmp_path / "run"
+def confirmed_run(tmp_path: Path) -> tuple[list[dict], Path]:
+    """:func:`confirmed_study`'s rows, and a run folder whose ledger holds them."""
+    rows, run_dir = confirmed_study(), tmp_path / "run"
     with LedgerWriter(run_dir / "ledger.jsonl") as w:
         for r in rows:
             w.append(Row.of(r))
+    return rows, run_dir
+
+
+def test_the_card_leads_with_the_decision_and_its_figures_equal_the_ledgers(tmp_path: Path) -> None:
+    rows, run_dir = confirmed_run(tmp_path)
     want = recomputed_payback(rows, 128, 512)
     assert want["rec_mean"] != pytest.approx(sum(r["billable_s"] for r in rows if r["trial"] in (0, 3, 5)) / 3)
 
@@ -417,11 +422,7 @@ def test_the_card_leads_with_the_decision_and_its_figures_equal_the_ledgers(tmp_
 def test_for_isaac_lab_the_decision_names_the_trainer_line_of_recommended_yaml(tmp_path: Path) -> None:
     from sweep.report import export
 
-    rows = confirmed_study()
-    run_dir = tmp_path / "run"
-    with LedgerWriter(run_dir / "ledger.jsonl") as w:
-        for r in rows:
-            w.append(Row.of(r))
+    rows, run_dir = confirmed_run(tmp_path)
     command = "./isaaclab.sh -p scripts/reinforcement_learning/rsl_rl/train.py --task Isaac-Velocity agent.x=1"
     best = summary.summarize(typed(rows)).recommended.trial
     for trial, shown in ((best + 1, False), (best, True)):  # a file left from another recommendation is not quoted
