@@ -3,9 +3,9 @@ rule and one budget for every strategy, a study's cost in baseline runs, interva
 
 from __future__ import annotations
 
-import os
+import contextlib
+import io
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,7 +13,7 @@ import pytest
 
 from sweep.backends.replay import load_table
 from sweep.params import TrialParams
-from tests.helpers import ROOT, search_efficiency
+from tests.helpers import search_efficiency
 from tests.replay_table import STOCK_BASELINE, write_yardstick_table
 
 A, B, C, D = (64, 8), (64, 16), (128, 8), (128, 16)
@@ -135,19 +135,17 @@ def test_under_budget_runs_the_planner_measures_the_baseline_first_and_stops_at_
         assert bench.judge("p", [study], t).runs[0] <= 6.0
 
 
-def test_the_benchmark_prints_one_line_per_strategy_and_budget(table: Path, tmp_path: Path) -> None:
-    script = str(ROOT / "benchmarks" / "search_efficiency.py")
-    out = subprocess.run(
-        [sys.executable, script, str(table), "--budget-runs", "5,8", "--reps", "2"],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        cwd=tmp_path,
-    )
-    assert out.returncode == 0, out.stderr
-    lines = [x for x in out.stdout.splitlines() if " budget " in x and x.endswith("x")]
+def test_the_benchmark_prints_one_line_per_strategy_and_budget(
+    table: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["search_efficiency.py", str(table), "--budget-runs", "5,8", "--reps", "2"])
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        search_efficiency().main()  # in this process: the script's imports are paid once, by the test run
+    stdout = printed.getvalue()
+    lines = [x for x in stdout.splitlines() if " budget " in x and x.endswith("x")]
     pattern = r"(planner-cost|random|asha) budget (5|8) runs: correct \d+/2, median study \d+\.\d runs, "
     assert len(lines) == 6 and all(re.fullmatch(pattern + r"recommended/baseline \d+\.\d\dx", x) for x in lines)
     stop = r"planner-cost stop rule: correct \d+/2, median study \d+\.\d runs, recommended/baseline \d+\.\d\dx"
-    assert len([x for x in out.stdout.splitlines() if re.fullmatch(stop, x)]) == 1  # the space's stop rule, no cap
+    assert len([x for x in stdout.splitlines() if re.fullmatch(stop, x)]) == 1  # the space's stop rule, no cap
