@@ -5,6 +5,8 @@
 # task's agent config (bench_old: git archive 220363e sweep).
 #
 #   bash benchmarks/isaaclab_gpu.sh copy DIR        calls 1-2: keep a part in /tmp/parts
+#   bash benchmarks/isaaclab_gpu.sh chunk DIR       or: keep DIR/chunk.* (one tar of the parts and the wheels, split in
+#                                                   56 MiB pieces; the last piece's folder holds CHUNKS, their sums)
 #   bash benchmarks/isaaclab_gpu.sh wheels DIR      (the sweep job) keep a folder of device-wheels.sh in /tmp/whl
 #   bash benchmarks/isaaclab_gpu.sh start DIR       call 3: the last part, unpack, then run JOBS detached
 #   bash benchmarks/isaaclab_gpu.sh follow SECONDS  later calls: wait for the jobs, copy their output to $OUT
@@ -65,14 +67,23 @@ case "${1:-}" in
     mkdir -p /tmp/parts && cp "$2"/isaac.tar.xz.part.* /tmp/parts/ && ls -la /tmp/parts ;;
   wheels)
     mkdir -p /tmp/whl && cp "$2"/*.whl* /tmp/whl/ && ls /tmp/whl | wc -l ;;
+  chunk)
+    mkdir -p /tmp/pl && cp "$2"/chunk.* /tmp/pl/ && ls -la /tmp/pl ;;
   start)
-    cp "$2"/isaac.tar.xz.part.* "$2"/SHA256SUMS /tmp/parts/
+    mkdir -p /tmp/parts /tmp/whl
+    if [ -f "$2/CHUNKS" ]; then  # one tar of the parts and the wheels, split over the calls
+      cp "$2"/chunk.* "$2"/CHUNKS /tmp/pl/
+      (cd /tmp/pl && sha256sum -c --quiet CHUNKS) || { echo "chunks missing or damaged: resend all"; exit 3; }
+      cat /tmp/pl/chunk.* | tar -x -C /tmp/parts && mv /tmp/parts/*.whl /tmp/whl/ 2> /dev/null
+    else
+      cp "$2"/isaac.tar.xz.part.* "$2"/SHA256SUMS /tmp/parts/
+    fi
     (cd /tmp/parts && sha256sum -c SHA256SUMS) || { echo "parts missing or damaged: resend all three"; exit 3; }
     rm -rf /tmp/site && mkdir -p /tmp/site
     cat /tmp/parts/isaac.tar.xz.part.* |
       python3 -c "import sys, tarfile; tarfile.open(fileobj=sys.stdin.buffer, mode='r|xz').extractall('/tmp/site')" ||
       exit 4
-    rm -rf "$W/bench_old" && cp -r "$2/bench_old" "$W/bench_old"
+    [ -d "$2/bench_old" ] && rm -rf "$W/bench_old" && cp -r "$2/bench_old" "$W/bench_old"
     [ -f "$2/run.tgz" ] && mkdir -p "$W/reports" && tar -xzf "$2/run.tgz" -C "$W/reports"
     if ls /tmp/whl/*.whl* > /dev/null 2>&1; then
       (cd /tmp/whl && for p in *.part.000; do [ -f "$p" ] && cat "${p%.part.000}".part.* > "${p%.part.000}"; done)
@@ -92,7 +103,7 @@ case "${1:-}" in
     end=$((SECONDS + ${2:-120}))
     while kill -0 "$(cat "$W/pid")" 2> /dev/null && [ $SECONDS -lt $end ]; do sleep 2; done ;;
   *)
-    echo "usage: $0 copy DIR | wheels DIR | start DIR | follow SECONDS | stop SECONDS" >&2; exit 2 ;;
+    echo "usage: $0 copy DIR | chunk DIR | wheels DIR | start DIR | follow SECONDS | stop SECONDS" >&2; exit 2 ;;
 esac
 # What the jobs have written so far: the console log, the curves, the agent/env config pair (one file: a call returns
 # at most 8).
@@ -100,6 +111,6 @@ cp "$W/log" "$OUT/isaaclab_gpu.log" 2> /dev/null
 for f in calibrate old; do [ -f "$W/$f.json" ] && cp "$W/$f.json" "$OUT/"; done
 [ -d "$W/isaaclab_fidelity" ] && tar -czf "$OUT/isaaclab_fidelity.tgz" -C "$W" isaaclab_fidelity
 ls -d "$W"/trainer_replay_* > /dev/null 2>&1 && tar -czf "$OUT/trainer_replay.tgz" -C "$W" $(cd "$W" && ls -d trainer_replay_*)
-[ -d "$W/reports/$RUN_ID" ] && tar -czf "$OUT/run.tgz" -C "$W/reports" "$RUN_ID"
+[ -d "$W/reports/$RUN_ID" ] && tar -czf "$OUT/run.tgz" --exclude="*.pt" -C "$W/reports" "$RUN_ID"  # no checkpoints
 tail -n 40 "$OUT/isaaclab_gpu.log" 2> /dev/null
 true
