@@ -70,10 +70,10 @@ def shares(run_dir: Path) -> dict[str, str]:
     else:
         c = rec.config
         lo, hi = c.race_lo, c.race_hi
-        interval = f" ({lo:.4f}-{hi:.4f})" if lo is not None and hi is not None and c.n_seeds > 1 else ""
+        interval = f" ({lo:.4f}-{hi:.4f})" if lo is not None and hi is not None and len(c.race_usd) > 1 else ""
         out["recommended: mean USD to target on equal terms"] = (
             f"{c.params['num_envs']} x {c.params['num_steps_per_env']}: ${c.race_mean:.4f}{interval}, "
-            f"seeds {', '.join(map(str, c.seeds))}"
+            f"seeds {', '.join(map(str, c.counted_seeds))}"
         )
         best = min(metrics(r).race_usd_to_target for r in ends if r.state == "reached")
         out["cheapest single trial to target, equal terms"] = f"${best:.4f}"

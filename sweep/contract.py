@@ -259,6 +259,8 @@ class TrialPool(Protocol):
 
     size: int
     """Trials that can run at once."""
+    fresh: set[int]
+    """Trials submitted to a worker that had run none before (each paid its worker's whole start-up)."""
 
     def idle(self) -> int:
         """Free slots now."""

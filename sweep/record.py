@@ -263,6 +263,12 @@ class Row(Progress):
     seed); rows written before phases existed read as 'search'."""
     baseline: bool = False
     """The trial ran the study's baseline config (what the recommendation is compared with)."""
+    piece: int = 0
+    """Which driver of the run wrote the row: 0 the first, one more for each resume (``resume=``); a row written
+    before pieces were counted reads 0."""
+    fresh_worker: bool = False
+    """The trial was the first its worker ran, so it paid the worker's whole start-up (a scene built on cold caches,
+    the held-out panel's process started); False in rows written before this was recorded."""
     wall_time: float = field(default_factory=time.time)
     """Unix time the row was written (s)."""
 

@@ -18,24 +18,25 @@ from sweep.record import NO_PHASES, PHASES, PhaseSeconds, Progress, Row, recorde
 ROOT = Path(__file__).resolve().parents[1]
 LEDGERS = [*sorted((ROOT / "benchmarks" / "data").rglob("*ledger.jsonl")), *(ROOT / "tests" / "data").glob("*.jsonl")]
 
-#: Two rows as the writer wrote them before rows were typed (the same inputs give the same line).
+#: Two rows as the writer wrote them before rows were typed (the same inputs give the same line), with the two keys
+#: added since for runs in pieces (``fresh_worker``, ``piece``).
 BEFORE = (
     '{"baseline": true, "billable_s": 12.5, "cause": "", "checkpoint": "trials/0003/checkpoint.pt", "device": '
-    '"NVIDIA H200", "env_steps": 184320, "eval_episodes": 256, "gpu": "vm:0", "gpu_capacity_gib": null, "iteration": '
-    '30, "mean_return": 1.25, "on_track": 0.45, "params": {"backend": "mjx_locomotion", "flags.tf32": false, '
-    '"num_envs": 256}, "peak_gpu_gib": null, "phase": "confirm", "phases_s": {"answer": 0.01, "checkpoint": 0.05, '
-    '"compile": 2.0, "eval": 1.2, "learn": 2.5, "log": 0.1, "other": 0.14, "policy": 1.0, "sim": 4.0, "startup": '
-    '1.5}, "price_label": "h200 on_demand (2026-03-17)", "price_usd_per_hour": 4.54, "reason": "", "run_id": "run", '
-    '"seed": 7, "skipped_updates": 0, "startup_parts_s": {"backend": 0.5, "env": 0.75, "learner": 0.25}, "state": '
-    '"running", "success": 0.5, "success_hi": 0.6, "success_lo": 0.4, "success_max": null, "train_success": 0.3, '
-    '"trial": 3, "wall_time": 1796000000.25}',
+    '"NVIDIA H200", "env_steps": 184320, "eval_episodes": 256, "fresh_worker": false, "gpu": "vm:0", '
+    '"gpu_capacity_gib": null, "iteration": 30, "mean_return": 1.25, "on_track": 0.45, "params": {"backend": '
+    '"mjx_locomotion", "flags.tf32": false, "num_envs": 256}, "peak_gpu_gib": null, "phase": "confirm", "phases_s": '
+    '{"answer": 0.01, "checkpoint": 0.05, "compile": 2.0, "eval": 1.2, "learn": 2.5, "log": 0.1, "other": 0.14, '
+    '"policy": 1.0, "sim": 4.0, "startup": 1.5}, "piece": 0, "price_label": "h200 on_demand (2026-03-17)", '
+    '"price_usd_per_hour": 4.54, "reason": "", "run_id": "run", "seed": 7, "skipped_updates": 0, "startup_parts_s": '
+    '{"backend": 0.5, "env": 0.75, "learner": 0.25}, "state": "running", "success": 0.5, "success_hi": 0.6, '
+    '"success_lo": 0.4, "success_max": null, "train_success": 0.3, "trial": 3, "wall_time": 1796000000.25}',
     '{"baseline": true, "billable_s": 0.0, "cause": "not_run", "checkpoint": "", "device": "", "env_steps": 0, '
-    '"eval_episodes": 0, "gpu": "", "gpu_capacity_gib": null, "iteration": 0, "mean_return": null, "on_track": null, '
-    '"params": {"backend": "mjx_locomotion", "flags.tf32": false, "num_envs": 256}, "peak_gpu_gib": null, "phase": '
-    '"confirm", "phases_s": {}, "price_label": "h200 on_demand (2026-03-17)", "price_usd_per_hour": 4.54, "reason": '
-    '"repeat: this config already ran", "run_id": "run", "seed": 7, "skipped_updates": 0, "startup_parts_s": {}, '
-    '"state": "pruned", "success": null, "success_hi": null, "success_lo": null, "success_max": null, '
-    '"train_success": null, "trial": 3, "wall_time": 1796000001.5}',
+    '"eval_episodes": 0, "fresh_worker": false, "gpu": "", "gpu_capacity_gib": null, "iteration": 0, "mean_return": '
+    'null, "on_track": null, "params": {"backend": "mjx_locomotion", "flags.tf32": false, "num_envs": 256}, '
+    '"peak_gpu_gib": null, "phase": "confirm", "phases_s": {}, "piece": 0, "price_label": "h200 on_demand '
+    '(2026-03-17)", "price_usd_per_hour": 4.54, "reason": "repeat: this config already ran", "run_id": "run", '
+    '"seed": 7, "skipped_updates": 0, "startup_parts_s": {}, "state": "pruned", "success": null, "success_hi": null, '
+    '"success_lo": null, "success_max": null, "train_success": null, "trial": 3, "wall_time": 1796000001.5}',
 )
 
 

@@ -110,6 +110,11 @@ class ConfigStat:
     def reached_seeds(self) -> tuple[int, ...]:
         return tuple(seed for t, seed in zip(self.trials, self.seeds, strict=True) if t in self.reached_trials)
 
+    @property
+    def counted_seeds(self) -> tuple[int, ...]:
+        """The seeds of the mean on equal terms (:attr:`counted_trials`), in trial order."""
+        return tuple(seed for t, seed in zip(self.trials, self.seeds, strict=True) if t in self.counted_trials)
+
 
 def rank_key(c: ConfigStat) -> tuple:
     """How configs rank (:data:`RANKING_RULE`): those with a counted seed first, confirmed before unconfirmed,

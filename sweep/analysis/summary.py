@@ -18,6 +18,7 @@ from sweep.analysis.evidence import Payback, Recommendation, config_stats, payba
 from sweep.analysis.figures import TrialFigures
 from sweep.contract import TrialState
 from sweep.ledger import LedgerView, Row, end_label, metrics, read_rows, summary_figures
+from sweep.prices import usd
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,21 @@ class Closest:
     """How it ended, as counts show it (:func:`~sweep.ledger.end_label`)."""
     change: str
     """The key that would most likely let it reach (a per-trial cap, the study budget, or the target itself)."""
+
+
+@dataclass(frozen=True)
+class Restarts:
+    """The start-up a run split into pieces paid again: each resumed piece starts its workers afresh, and the first
+    trial of each worker pays their start-up (:attr:`sweep.record.Row.fresh_worker`)."""
+
+    pieces: int
+    """Drivers after the run's first (resumes that wrote a row)."""
+    trials: int
+    """Trials of those pieces that were their worker's first."""
+    startup_s: float
+    """Their start-up seconds (the 'startup' phase)."""
+    usd: float
+    """Those seconds at each trial's price (billed within the trials' own USD, not on top of it)."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +89,8 @@ class Summary:
     """(trials, USD) ended by the study's own stops rather than by their config (:attr:`EndCause.by_study`: Ctrl-C,
     SIGTERM, the end of a run split into pieces, a dead driver): billed, and told apart because what they spent
     measured nothing (their configs may run again)."""
+    restarts: Restarts | None = None
+    """What resuming the run cost in start-up (None for a run never resumed)."""
 
     @property
     def reached_trials(self) -> int:
@@ -122,6 +140,23 @@ def _summarize(view: LedgerView) -> Summary:
         reached_first=reached_at_first_checkpoint(view),
         payback=payback(rec, figures.total_usd) if rec is not None else None,
         cut_short=cut_short(view),
+        restarts=restarts(view),
+    )
+
+
+def restarts(rows: Iterable[Row]) -> Restarts | None:
+    """The start-up paid again by the pieces after the first (:class:`Restarts`); None for a run in one piece."""
+    view = LedgerView.of(rows)
+    pieces = {r.piece for r in view}
+    if pieces <= {0}:
+        return None
+    fresh = [r for r in view.last.values() if r.piece > 0 and r.fresh_worker and r.ran]
+    startup_s = sum(r.phases_s.startup for r in fresh)
+    return Restarts(
+        pieces=len(pieces - {0}),
+        trials=len(fresh),
+        startup_s=startup_s,
+        usd=sum(usd(r.phases_s.startup, r.price_usd_per_hour) for r in fresh),
     )
 
 
@@ -254,6 +289,13 @@ def run_text(
             f"cut short: {n} trial{'s' if n != 1 else ''} stopped by the study itself (a stop signal, a run's piece "
             f"ending, a dead driver), ${usd:.4f}, {usd / s.total_usd:.1%} of the study's spend: billed, measured "
             "nothing, their configs free to run again"
+        )
+    if s.restarts is not None:
+        r = s.restarts
+        lines.append(
+            f"resumed: {r.pieces} time{'s' if r.pieces != 1 else ''}; start-up paid again by the first trial of each "
+            f"fresh worker: {r.trials} trial{'s' if r.trials != 1 else ''}, {r.startup_s:.1f} s, ${r.usd:.4f}, "
+            f"{r.usd / s.total_usd if s.total_usd else 0.0:.1%} of the study's spend"
         )
     failed = failure_line(s, ledger_path)
     lines += [f"failures: {failed}"] if failed else []

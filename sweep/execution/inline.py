@@ -28,6 +28,8 @@ class InlinePool:
         """Trials holding a slot: freed when their rows are drained after the thread ended, as the Ray pool frees
         an actor when the driver collects its result (a trial's end row is read with its slot's release)."""
         self.arrived = threading.Event()
+        self.fresh: set[int] = set()
+        """The first trial submitted: one process for every trial, started once."""
 
     def idle(self) -> int:
         return self.size - len(self.busy)
@@ -58,6 +60,8 @@ class InlinePool:
             },
             daemon=True,
         )
+        if not self.threads:
+            self.fresh.add(trial)
         self.threads[trial] = thread
         self.busy.add(trial)
         thread.start()

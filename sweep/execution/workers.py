@@ -175,7 +175,9 @@ class WorkerPool:
         self.size = self._count()
         self.actors: list[Any] = [self._new_actor() for _ in range(self.size)]
         self.busy: dict[Any, tuple[int, Any]] = {}  # ObjectRef -> (trial number, actor)
-        self._nodes: dict[Any, str] = {}
+        self._nodes: dict[Any, str] = {}  # actor -> its node id, once it has been given a trial
+        self.fresh: set[int] = set()
+        """Trials that were their actor's first (each paid its worker's whole start-up)."""
 
     def _count(self) -> int:
         resources = self.ray.cluster_resources()
@@ -221,8 +223,9 @@ class WorkerPool:
         """Start a trial on an idle actor; returns the Ray node id it runs on."""
         used = {actor for _, actor in self.busy.values()}
         actor = next(a for a in self.actors if a not in used)
-        if actor not in self._nodes:
+        if actor not in self._nodes:  # its first trial
             self._nodes[actor] = self.ray.get(actor.node.remote())
+            self.fresh.add(trial)
         ref = actor.run.remote(asdict(cfg), run_id, trial, asdict(price), out_dir, self.hub)
         self.busy[ref] = (trial, actor)
         return self._nodes[actor]

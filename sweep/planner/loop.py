@@ -20,7 +20,7 @@ over when nothing follows, and a stop (budget spent, Ctrl-C, trials failing the 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +88,8 @@ class Planner:
         self.interrupted = interrupted
         """Truthy once a stop signal came (its name, :func:`sweep.stops.requested`: 'Ctrl-C', 'SIGTERM', 'SIGHUP'),
         even if the KeyboardInterrupt was swallowed on its way."""
+        self.piece = max((r.piece + 1 for r in self.rows), default=0)
+        """This driver's piece of the run (:attr:`sweep.record.Row.piece`): one more than the ledger's last."""
         self.unrun = {t for t, r in self.rows.last.items() if not r.ran}
         """Trials told without running (infeasible configs, repeats): they do not count towards max_trials."""
         self.tried: set[tuple] = set()
@@ -381,7 +383,7 @@ class Planner:
             run = self.running.get(row.trial)
             if run is None:  # a late row of a trial already closed: keep it out of the ledger
                 continue
-            self._write(row)
+            row = self._write(row)
             run.rows.append(row)
             if row.state == TrialState.RUNNING:
                 faults.point("checkpoint")
@@ -466,13 +468,20 @@ class Planner:
             checkpoints.prune(self.run_dir, number)
 
     def _append_now(self, row: Row) -> None:
+        row = self._stamped(row)
         with LedgerWriter(self.ledger_path) as w:
             w.append(row)
         self.rows.add(row)
 
-    def _write(self, row: Row) -> None:
+    def _write(self, row: Row) -> Row:
+        row = self._stamped(row)
         self.ledger.append(row)
         self.rows.add(row)
+        return row
+
+    def _stamped(self, row: Row) -> Row:
+        """``row`` as this driver writes it: with its piece of the run, and whether its trial started a worker."""
+        return replace(row, piece=self.piece, fresh_worker=row.trial in self.pool.fresh)
 
 
 __all__ = ["Planner"]

@@ -144,7 +144,7 @@ def test_a_gpu_worker_whose_trial_failed_is_replaced_before_the_next_trial(tmp_p
         trial = TrialConfig(backend="replay", profile="recorded", backend_options=options, device="cpu")
         first = pool.actors[0]
         pid = ray.get(first.__ray_call__.remote(lambda self: __import__("os").getpid()))
-        for number, num_envs in enumerate((128, 4096)):  # recorded, then not in the table (failed)
+        for number, num_envs in enumerate((128, 4096, 128)):  # recorded, not in the table (failed), recorded
             pool.submit(number, replace(trial, num_envs=num_envs, num_steps_per_env=16), "retire", price, "")
             rows: list[Row] = []
             while pool.busy:
@@ -155,6 +155,7 @@ def test_a_gpu_worker_whose_trial_failed_is_replaced_before_the_next_trial(tmp_p
                         pool.decide(row.trial, row.iteration, CONTINUE)
             assert (rows[-1].state == "failed") == (number == 1), rows[-1]
             assert (pool.actors == [first]) == (number == 0)  # kept after a trial that ended, not after a failure
+        assert pool.fresh == {0, 2}  # each worker's first trial: the first worker's, then its replacement's
         wait_ready(pool)  # the new worker runs
         with pytest.raises(ray.exceptions.RayActorError):  # and the old one is gone, its process with it
             ray.get(first.node.remote(), timeout=60)

@@ -112,6 +112,28 @@ def test_a_config_whose_trial_died_with_the_driver_runs_again_on_resume(tmp_path
     assert ran == [(64, 8), (128, 8)] and p.phase.why == "every feasible config tried (2)"
 
 
+def test_a_resumed_driver_writes_its_piece_and_the_start_up_its_fresh_worker_paid_again(tmp_path: Path) -> None:
+    cfg = make_cfg(tmp_path, **{"constraints.max_update_period_s": 2.0, "search.prune": False})
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(parents=True)
+    study_store.open_study(run_dir, searchers.build(cfg)).ask()
+    with LedgerWriter(run_dir / "ledger.jsonl") as w:  # the first piece: a trial cut by its end
+        params = {"num_envs": 64, "num_steps_per_env": 8, "num_mini_batches": 4}
+        w.append(ledger_row(0, "running", params, 10, 5120, 2.0))
+    pool = inline_pool()
+    Planner(cfg, run_dir, pool, PRICE, "recorded", 0.25, poll_s=0.001).run()
+    rows = read_rows(run_dir / "ledger.jsonl")
+    assert [r.piece for r in rows[:1]] == [0] and {r.piece for r in rows[1:]} == {1}
+    first = min(t for t in LedgerView.of(rows).last if t > 0)
+    assert pool.fresh == {first} and {r.trial for r in rows if r.fresh_worker} == {first}
+    s = summary.summarize(rows)
+    assert s.restarts is not None and (s.restarts.pieces, s.restarts.trials) == (1, 1)
+    assert s.restarts.startup_s == LedgerView.of(rows).last[first].phases_s.startup
+    line = "resumed: 1 time; start-up paid again by the first trial of each fresh worker: 1 trial"
+    assert line in summary.run_text(s)
+    assert summary.summarize(rows[:1]).restarts is None  # a run in one piece
+
+
 def test_a_space_with_no_feasible_config_is_a_config_error(tmp_path: Path) -> None:
     cfg = make_cfg(tmp_path, **{"knobs.num_mini_batches": [100000]})
     with pytest.raises(ConfigError, match="no config of the space satisfies the constraints"):
