@@ -5,8 +5,8 @@ Objectives (minimized): USD to target and wall-clock to target. What runs next c
 :mod:`sweep.planner.pruner`, the study's money (spent, reserved, what a trial may spend) from
 :mod:`sweep.planner.accounts`; the study budget counts every trial. A proposal the loop cannot use is told PRUNED at no
 cost: a config that breaks a constraint, or one that already ran while others remain untried (the search does not pay
-twice for the same evidence); after :data:`MAX_REPEATS` repeats in a row the searcher is asked to get unstuck. How each
-end is told to Optuna: :mod:`sweep.planner.study_store`.
+twice for the same evidence); after :data:`MAX_REPEATS` repeats in a row the searcher is asked to get unstuck. How a
+trial's end is recorded (its ledger row, Optuna's answer, the stop on repeated failures): :mod:`sweep.planner.ends`.
 
 The study's phase (:mod:`sweep.planner.phase`): the search, then with ``confirm.seeds`` > 1 the confirmation of
 :mod:`sweep.planner.confirm` (the ledger's ``phase``): the search keeps ``confirm.budget_share`` of the budget
@@ -20,7 +20,7 @@ over when nothing follows, and a stop (budget spent, Ctrl-C, trials failing the 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -28,24 +28,24 @@ import sweep.planner.confirm as confirm
 import sweep.planner.searchers as searchers
 import sweep.planner.space as space
 import sweep.planner.study_store as study_store
-from sweep import checkpoints, faults, runlock, stops
+from sweep import faults, runlock, stops
 from sweep.config import RunConfig
 from sweep.contract import (
     EVAL_SEED_BASE,
     PRUNE,
     STOP,
     EndCause,
-    Ending,
     TrialConfig,
     TrialPool,
     TrialState,
 )
-from sweep.ledger import LedgerView, LedgerWriter, Row, end_label, read_rows
+from sweep.ledger import LedgerView, Row, end_label, read_rows
 from sweep.params import TrialParams, trial_params
 from sweep.planner.accounts import Accounts
+from sweep.planner.ends import Ends
 from sweep.planner.phase import Done, Phase, StudyPhase, Wait
 from sweep.planner.pruner import GO_ON, CostPruner, Verdict
-from sweep.planner.running import FailureStreak, Running
+from sweep.planner.running import Running
 from sweep.planner.status import Status, best_so_far, trial_status
 from sweep.prices import Price, seconds
 
@@ -73,25 +73,22 @@ class Planner:
         self.cfg, self.run_dir, self.pool, self.price = cfg, Path(run_dir), pool, price
         self.profile, self.control_dt_s, self.progress = profile, control_dt_s, progress
         self.pruner = CostPruner(cfg.target.success)
-        self.ledger_path = self.run_dir / "ledger.jsonl"
-        self.rows = LedgerView(read_rows(self.ledger_path))
+        self.rows = LedgerView(read_rows(self.run_dir / "ledger.jsonl"))
         """The study's ledger as the planner keeps it: every row it read or wrote, each trial's latest."""
         self.running: dict[int, Running] = {}
         self.accounts = Accounts(cfg, price.usd_per_hour, self.rows, self.running)
         """The study's money from its rows and running trials (:mod:`sweep.planner.accounts`)."""
         self.phase = StudyPhase()
         """Where the study stands (search, confirmation, draining, over) and why (:mod:`sweep.planner.phase`)."""
-        self.failures = FailureStreak()
-        """The trials that failed in a row most recently, for the stop on a broken environment."""
         self.poll_s = poll_s
         """Seconds between polls of the workers (replayed trials need none)."""
         self.interrupted = interrupted
         """Truthy once a stop signal came (its name, :func:`sweep.stops.requested`: 'Ctrl-C', 'SIGTERM', 'SIGHUP'),
         even if the KeyboardInterrupt was swallowed on its way."""
-        self.piece = max((r.piece + 1 for r in self.rows), default=0)
-        """This driver's piece of the run (:attr:`sweep.record.Row.piece`): one more than the ledger's last."""
         self.unrun = {t for t, r in self.rows.last.items() if not r.ran}
         """Trials told without running (infeasible configs, repeats): they do not count towards max_trials."""
+        self.ends = Ends(cfg, price, self.run_dir, pool, self.rows, self.running, self.unrun, self.phase)
+        """How a trial's end is recorded: its ledger row, Optuna's answer (:mod:`sweep.planner.ends`)."""
         self.tried: set[tuple] = set()
         """Configs already run, so the planner does not pay twice for the same evidence (filled by :meth:`run`, once
         a dead driver's orphans are closed: :meth:`_measured`)."""
@@ -136,12 +133,11 @@ class Planner:
         study = study_store.open_study(self.run_dir, self.searcher)
         with stops.held():  # a stop signal waits until every orphan has its end row and Optuna's answer
             drivers = runlock.lives(self.run_dir)
-            study_store.close_orphans(study, self.rows, self.cfg, self.price, drivers, self._append_closed)
+            study_store.close_orphans(study, self.rows, self.cfg, self.price, drivers, self.ends.close_orphan)
         self.tried.update(self._measured())
         if any(r.phase != "search" for r in self.rows):  # a resumed study goes on probing or confirming
             self.phase.confirm()
-        with LedgerWriter(self.ledger_path) as ledger:
-            self.ledger = ledger
+        with self.ends.open():
             try:
                 while True:
                     if self.interrupted():
@@ -161,7 +157,7 @@ class Planner:
                 how = how if isinstance(how, str) and how else "Ctrl-C"
                 self.phase.stop(f"interrupted ({how})", override=True)
                 who = "by the user (Ctrl-C)" if how == "Ctrl-C" else f"by {how}"
-                self._stop_running(study, f"interrupted {who}; billed up to the stop")
+                self.ends.stop_running(study, f"interrupted {who}; billed up to the stop")
                 raise
             finally:
                 study_store.record_end(study, self.why_ended())
@@ -263,14 +259,14 @@ class Planner:
                 knobs = trial_params(trial_cfg)
                 found = space.violations(params, self.cfg, self.control_dt_s, self.price.memory_gib)
                 if any(v > 0 for v in found.values()):
-                    self._tell_unrun(study, trial, knobs, space.infeasible_reason(found), found, trial_cfg)
+                    self.ends.tell_unrun(study, trial, knobs, space.infeasible_reason(found), found, trial_cfg)
                     continue
                 key = TrialParams.identity(knobs)
                 if key in self.tried:
                     # A config already run while others remain untried: no new evidence.
                     repeats += 1
                     reason = f"{DUPLICATE}: this config already ran"
-                    self._tell_unrun(study, trial, knobs, reason, {"repeat": 1.0}, trial_cfg)
+                    self.ends.tell_unrun(study, trial, knobs, reason, {"repeat": 1.0}, trial_cfg)
                     if repeats >= MAX_REPEATS:  # the searcher is stuck
                         done = self.searcher.stuck(study, self.view, trial.number)
                         if done is not None:
@@ -306,7 +302,7 @@ class Planner:
         if self.cfg.seeds.training + trial.number < EVAL_SEED_BASE:
             return False
         self.phase.close("training seeds exhausted: the next trial's seed would be a held-out seed")
-        self._tell_unrun(study, trial, params, self.phase.why, {"seed": 1.0})
+        self.ends.tell_unrun(study, trial, params, self.phase.why, {"seed": 1.0})
         return True
 
     def _baseline_due(self) -> bool:
@@ -383,7 +379,7 @@ class Planner:
             run = self.running.get(row.trial)
             if run is None:  # a late row of a trial already closed: keep it out of the ledger
                 continue
-            row = self._write(row)
+            row = self.ends.write(row)
             run.rows.append(row)
             if row.state == TrialState.RUNNING:
                 faults.point("checkpoint")
@@ -392,11 +388,11 @@ class Planner:
                 if verdict.decision == PRUNE:
                     run.optuna_trial.set_user_attr("prune_reason", verdict.reason)
             else:
-                self._finish(study, run, row)
+                self.ends.finish(study, run, row)
         for number, error in self.pool.lost():
             run = self.running.get(number)
             if run is not None:
-                self._fail_lost(study, run, (TrialState.FAILED, EndCause.WORKER_LOST, f"worker lost: {error}"))
+                self.ends.fail_lost(study, run, (TrialState.FAILED, EndCause.WORKER_LOST, f"worker lost: {error}"))
 
     def _decide(self, run: Running) -> Verdict:
         if self.phase.now is Phase.OVER:
@@ -408,80 +404,6 @@ class Planner:
     def _check_budget(self) -> None:
         if self.accounts.spent_usd() >= self.accounts.budget_usd():
             self.phase.stop(f"study budget {self.accounts.budget_text()} spent")
-
-    def _finish(self, study: Any, run: Running, row: Row) -> None:
-        study_store.tell_end(study, run.optuna_trial, run.rows, row, self.cfg.target.success)
-        del self.running[run.number]
-        self._note_end(row)
-
-    def _note_end(self, row: Row) -> None:
-        """Stop the study once trials keep failing the same way (:class:`sweep.planner.running.FailureStreak`)."""
-        why = self.failures.note(row)
-        if why:
-            self.phase.stop(why)
-
-    def _fail_lost(self, study: Any, run: Running, ending: Ending) -> None:
-        """A trial whose worker died (or was stopped): billed and told (:func:`sweep.planner.study_store.tell_lost`)."""
-        study_store.tell_lost(
-            study, run.optuna_trial, self.cfg, self.price, run.rows, run.started, ending, run.config, self._write
-        )
-        self._drop_checkpoint(run.number)
-        del self.running[run.number]
-        self._note_end(self.rows[-1])
-
-    def _tell_unrun(
-        self,
-        study: Any,
-        trial: Any,
-        params: dict,
-        reason: str,
-        found: dict[str, float],
-        trial_cfg: TrialConfig | None = None,
-    ) -> None:
-        """A trial told PRUNED without running (infeasible or a repeat): a zero-cost ledger row, no spend."""
-        self.unrun.add(trial.number)
-        study_store.tell_unrun(study, trial, self.cfg, self.price, params, reason, found, trial_cfg, self._write)
-
-    def _stop_running(self, study: Any, reason: str) -> None:
-        """Ctrl-C: kill the running trials and bill each up to now (they end 'capped', not failed).
-
-        A trial whose end row is already in the ledger keeps that end.
-        """
-        self.pool.stop_all()
-        ends = self.rows.last
-        for run in list(self.running.values()):
-            last = ends.get(run.number)
-            if last is not None and last.ended:
-                self._finish(study, run, last)
-            else:
-                self._fail_lost(study, run, (TrialState.CAPPED, EndCause.STUDY_END, reason))
-
-    def _append_closed(self, row: Row) -> None:
-        """An end row the planner wrote for an orphan of a dead driver: in the ledger now, its files dropped."""
-        self._append_now(row)
-        self._drop_checkpoint(row.trial)
-
-    def _drop_checkpoint(self, number: int) -> None:
-        """A trial the planner closed itself (its worker or the driver died) never reached the target: with
-        ``checkpoints: reached`` its files go, as the trial would have deleted them had it ended on its own."""
-        if self.cfg.checkpoints == "reached":
-            checkpoints.prune(self.run_dir, number)
-
-    def _append_now(self, row: Row) -> None:
-        row = self._stamped(row)
-        with LedgerWriter(self.ledger_path) as w:
-            w.append(row)
-        self.rows.add(row)
-
-    def _write(self, row: Row) -> Row:
-        row = self._stamped(row)
-        self.ledger.append(row)
-        self.rows.add(row)
-        return row
-
-    def _stamped(self, row: Row) -> Row:
-        """``row`` as this driver writes it: with its piece of the run, and whether its trial started a worker."""
-        return replace(row, piece=self.piece, fresh_worker=row.trial in self.pool.fresh)
 
 
 __all__ = ["Planner"]
