@@ -16,7 +16,6 @@ from sweep.trial.runner import run_trial
 from tests.helpers import tiny_trial
 
 
-@pytest.mark.slow
 def test_a_reached_checkpoint_stays_even_when_only_reached_ones_are_kept(reached_run) -> None:
     run_dir, _ = reached_run
     end = LedgerView(read_rows(run_dir / "ledger.jsonl")).last[3]
@@ -26,7 +25,6 @@ def test_a_reached_checkpoint_stays_even_when_only_reached_ones_are_kept(reached
     assert meta["reached"] and meta["iteration"] == end.iteration and meta["obs_dim"] > 0 < meta["num_actions"]
 
 
-@pytest.mark.slow
 def test_a_trial_that_did_not_reach_drops_its_checkpoint_when_only_reached_ones_are_kept(tmp_path: Path) -> None:
     seen = []
 

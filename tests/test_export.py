@@ -109,7 +109,6 @@ def trained_batch(alg) -> tuple[torch.Tensor, torch.Tensor]:
         return obs["policy"].clone(), actor(obs).clone()
 
 
-@pytest.mark.slow
 def test_recommended_points_to_the_checkpoint_that_reached_the_target(reached_run) -> None:
     run_dir, _ = reached_run
     doc = yaml.safe_load(export.write(run_dir).read_text())
@@ -125,7 +124,6 @@ def test_recommended_points_to_the_checkpoint_that_reached_the_target(reached_ru
         assert meta[key] == getattr(end, key), key
 
 
-@pytest.mark.slow
 def test_the_exported_torchscript_acts_as_the_trained_policy(reached_run) -> None:
     run_dir, alg = reached_run
     export.main([str(run_dir)])
@@ -139,7 +137,6 @@ def test_the_exported_torchscript_acts_as_the_trained_policy(reached_run) -> Non
     assert not torch.allclose(raw, expected, atol=1e-3)  # the normalizer matters: leaving it out would be caught
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None, reason="onnxruntime is not installed")
 def test_the_exported_onnx_acts_as_the_trained_policy(reached_run) -> None:
     import onnxruntime
@@ -155,7 +152,6 @@ def test_the_exported_onnx_acts_as_the_trained_policy(reached_run) -> None:
     assert not path.with_name("policy.onnx.data").exists()  # one self-contained file
 
 
-@pytest.mark.slow
 def test_without_the_onnx_packages_torchscript_is_written_and_one_line_says_why(
     reached_run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:

@@ -330,7 +330,6 @@ def test_divergence_and_out_of_memory_fail_the_trial_with_the_cost_counted(fault
     assert rows[-1] is final
 
 
-@pytest.mark.slow
 def test_fast_finite_check_skips_a_poisoned_update_and_the_ledger_counts_it(monkeypatch) -> None:
     monkeypatch.setattr("sweep.trial.runner.get_backend", lambda name: FaultyBackend("nan_reward", at=12))
     cfg = tiny_trial(num_steps_per_env=8, eval_every_steps=16, flags={"compile_cache": True, "fast_finite_check": True})

@@ -60,7 +60,6 @@ def baseline() -> tuple[torch.Tensor, dict[str, float], object]:
 EXACT = [name for name, flag in perf.CATALOG.items() if flag.exact and not name.startswith("cuda_graph")]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", EXACT)
 def test_exact_flags_keep_actions_and_losses(name: str, baseline) -> None:
     flag = perf.CATALOG[name]
@@ -82,7 +81,6 @@ def test_flags_that_change_numerics_say_so() -> None:
         assert flag.default == flag.choices[0], f"{name}: the default must be rsl-rl's behaviour"
 
 
-@pytest.mark.slow
 def test_all_flags_on_still_trains(baseline) -> None:
     on = perf.all_on()
     on["torch_compile"] = "none"  # compiling is slow on CI CPUs; covered by the benchmark

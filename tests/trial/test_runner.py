@@ -126,7 +126,6 @@ def test_the_cap_is_checked_after_every_iteration_not_only_at_checkpoints(tmp_pa
     assert final.state == "capped" and final.iteration == 1 and tiny().eval_every == 10
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("signal", ["train_success", "on_track"])
 def test_passes_are_skipped_while_the_training_signal_is_low_and_the_cap_always_evaluates(
     signal: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -208,7 +207,6 @@ def test_ledger_keeps_rows_when_the_trial_process_is_killed(tmp_path: Path) -> N
     assert [r.iteration for r in rows] == sorted(r.iteration for r in rows)
 
 
-@pytest.mark.slow
 def test_a_probe_trains_one_round_and_runs_no_held_out_pass(tmp_path: Path) -> None:
     rows = []
     final = runner.run_trial(tiny(phase="probe"), lambda r: rows.append(r) or CONTINUE, out_dir=tmp_path)

@@ -8,7 +8,6 @@ from sweep.ledger import PHASES, Row, metrics, read_rows
 from sweep.trial.tblog import scalars
 
 
-@pytest.mark.slow
 def test_each_row_of_a_real_trial_is_in_its_event_file_with_the_ledgers_numbers(reached_run) -> None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

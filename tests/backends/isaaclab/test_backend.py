@@ -786,6 +786,7 @@ class ZeroActor(torch.nn.Module):
 
 @pytest.mark.isaaclab
 @needs_isaaclab
+@pytest.mark.slow
 def test_the_task_trains_with_its_own_config_and_its_panel_never_touches_the_training_scene(asset_root) -> None:
     from sweep.trial.learner import build_learner
 
@@ -895,6 +896,7 @@ def real_trial(asset_root, tmp_path_factory) -> tuple[Any, Any]:
 
 @pytest.mark.isaaclab
 @needs_isaaclab
+@pytest.mark.slow
 def test_one_real_isaac_lab_trial_trains_evaluates_and_writes_its_ledger(real_trial) -> None:
     proc, out = real_trial
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
@@ -925,6 +927,7 @@ def test_a_stock_trial_on_isaac_lab_trains_with_rsl_rls_own_runner(asset_root, t
 
 @pytest.mark.isaaclab
 @needs_isaaclab
+@pytest.mark.slow
 def test_the_exported_line_in_isaac_labs_trainer_saves_the_configs_the_trial_trained_with(
     real_trial, asset_root, tmp_path
 ) -> None:
@@ -970,6 +973,7 @@ def test_the_exported_line_in_isaac_labs_trainer_saves_the_configs_the_trial_tra
 
 @pytest.mark.isaaclab
 @needs_isaaclab
+@pytest.mark.slow
 def test_sweep_run_on_isaac_labs_go2_ends_with_a_report(asset_root, tmp_path) -> None:
     proc = run_module(
         "sweep.run",

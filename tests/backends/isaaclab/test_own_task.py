@@ -432,7 +432,6 @@ def test_an_installed_project_registers_its_tasks_through_its_entry_point(tmp_pa
 
 
 @pytest.mark.isaaclab
-@pytest.mark.slow
 @needs_isaaclab
 def test_a_termination_term_judges_the_episodes_of_a_real_manager_based_task(isaac_asset_root, monkeypatch) -> None:
     monkeypatch.syspath_prepend(str(SRC))
