@@ -275,6 +275,19 @@ def states_text(s: Summary) -> str:
     return ", ".join(f"{n} {state}" for state, n in sorted(s.trials_by_state.items()))
 
 
+def checkpoint_text(rec: TrialFigures, run_dir: Path) -> str:
+    """The recommended trial's checkpoint, relative to the run folder, and whether the folder still holds it (a run
+    folder brought back from a machine without its checkpoints does not)."""
+    if not rec.checkpoint:
+        return "none saved"
+    if (run_dir / rec.checkpoint).is_file():
+        return rec.checkpoint
+    return (
+        f"{rec.checkpoint}, not in this run folder (copied without checkpoints, or deleted): train its config again "
+        f"on seed {rec.seed} for it"
+    )
+
+
 def run_text(
     s: Summary, ledger_path: str | Path = "ledger.jsonl", trainer: str | None = None, ended: str | None = None
 ) -> str:
@@ -308,7 +321,7 @@ def run_text(
             f"held-out success {rec.success:.3f} ({ci_text(rec.success_lo, rec.success_hi)}), "
             f"{rec.throughput_sps:,.0f} env steps/s, {rec.bottleneck}",
             f"  study spend per target-reaching checkpoint ${s.usd_per_reached:.4f} ({reached_text(s)}); "
-            f"checkpoint {rec.checkpoint or 'none saved'}",
+            f"checkpoint {checkpoint_text(rec, Path(ledger_path).parent)}",
             f"Pareto set (USD, wall-clock): trials {s.pareto}",
         ]
         coarse = resolution_line(s)
