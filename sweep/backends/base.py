@@ -81,6 +81,13 @@ class TaskEnv(VecEnv):
         env is that far into an episode."""
         return None
 
+    def kernel_load_s(self) -> float:
+        """Seconds this process has spent so far compiling (or loading from a disk cache) simulator kernels at their
+        first launch, a one-time cost per process that a JIT simulator pays inside its first steps; the trial moves
+        what its steps paid from 'sim' to 'compile', so a config's cost on equal terms does not depend on whether
+        its trial was its worker's first. The default: 0.0 (a simulator that compiles before it steps)."""
+        return 0.0
+
     def synchronize(self) -> None:
         """Wait for queued simulator work; called at phase boundaries only. The default does nothing."""
 

@@ -68,3 +68,25 @@ def test_the_policy_timer_sums_its_spans_and_makes_each_cuda_event_once(monkeypa
             timer.stop()
         assert timer.take() == pytest.approx(3 * 0.75)
     assert FakeEvent.made == 12  # four a step of one iteration, recorded again in the next
+
+
+def test_kernels_compiled_at_their_first_launch_inside_a_rollout_are_billed_to_compile() -> None:
+    import time
+
+    from sweep.ledger import PhaseClock
+
+    class JitEnv:  # a simulator that compiles a kernel inside its first step, as Warp does on a fresh machine
+        loads_s = 0.0
+
+        def kernel_load_s(self) -> float:
+            return self.loads_s
+
+    env, clock = JitEnv(), PhaseClock()
+    with learner.kernel_loads_to_compile(env, clock), clock.phase("sim"):
+        time.sleep(0.05)
+        env.loads_s = 0.03  # 30 ms of those 50 compiled kernels
+    assert clock.seconds["compile"] == pytest.approx(0.03)
+    assert clock.seconds["sim"] >= 0.019  # the rest stays simulation
+    with learner.kernel_loads_to_compile(env, clock), clock.phase("sim"):
+        pass  # nothing new loaded
+    assert clock.seconds["compile"] == pytest.approx(0.03)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -256,6 +257,10 @@ class IsaacLabEnv(TaskEnv):
         which says nothing before an episode ends."""
         return self.rule.on_track(min_steps)
 
+    def kernel_load_s(self) -> float:
+        """Seconds Warp spent loading kernel modules in this process (:func:`kernel_load_s`)."""
+        return kernel_load_s()
+
     def synchronize(self) -> None:
         """Wait for queued GPU work (phase boundaries only)."""
         if self.device.startswith("cuda"):
@@ -267,6 +272,39 @@ class IsaacLabEnv(TaskEnv):
         if _SCENE is self:
             _SCENE = None
         self.wrapper.close()
+
+
+#: Seconds spent in Warp module loads that did work (:func:`kernel_load_s`); None until the meter is in place.
+_KERNEL_LOAD_S: list[float] | None = None
+#: A load quicker than this found its module loaded already (Warp's check on every launch), not counted.
+_LOAD_WORK_S = 1e-3
+
+
+def kernel_load_s() -> float:
+    """Seconds this process has spent in Warp's ``Module.load`` compiling a kernel module (or reading it from Warp's
+    disk cache), which Warp does at a module's first launch: on a fresh machine a scene's first steps pay tens of
+    seconds of it. The meter wraps ``Module.load`` the first time this is called (0.0 before, and where this Warp
+    has no such method); a load that found its module loaded already is not counted."""
+    global _KERNEL_LOAD_S
+    if _KERNEL_LOAD_S is None:
+        _KERNEL_LOAD_S = [0.0]
+        try:
+            from warp._src.context import Module
+        except ImportError:
+            return 0.0
+        load, total = Module.load, _KERNEL_LOAD_S
+
+        def timed_load(self: Any, *args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return load(self, *args, **kwargs)
+            finally:
+                spent = time.perf_counter() - t0
+                if spent > _LOAD_WORK_S:
+                    total[0] += spent
+
+        Module.load = timed_load
+    return _KERNEL_LOAD_S[0]
 
 
 def make_rule(spec: SuccessSpec, env: Any, num_envs: int, device: str) -> VelocityRule | TermRule | FnRule:

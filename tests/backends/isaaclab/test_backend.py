@@ -992,3 +992,31 @@ def test_sweep_run_on_isaac_labs_go2_ends_with_a_report(asset_root, tmp_path) ->
     assert any(r.success is not None for r in rows)  # at least one held-out evaluation ran
     assert (run_dir / "report.html").stat().st_size > 10_000
     assert "report:" in proc.stdout
+
+
+@pytest.mark.isaaclab
+def test_warps_first_launch_of_a_kernel_is_metered_and_its_later_launches_are_not(monkeypatch) -> None:
+    import warp as wp
+
+    from sweep.backends.isaaclab.scene import kernel_load_s
+
+    monkeypatch.setattr(wp.config, "cache_kernels", False)  # compiled here, not read from an earlier run's cache
+    add_one = _add_one_kernel()
+    before = kernel_load_s()
+    values = wp.zeros(4, dtype=float, device="cpu")
+    wp.launch(add_one, dim=4, inputs=[values], device="cpu")
+    first = kernel_load_s() - before
+    wp.launch(add_one, dim=4, inputs=[values], device="cpu")
+    assert first > 0.0 and kernel_load_s() - before == first
+    assert values.numpy().tolist() == [2.0] * 4
+
+
+def _add_one_kernel():
+    import warp as wp
+
+    @wp.kernel
+    def add_one(values: wp.array(dtype=float)):
+        i = wp.tid()
+        values[i] = values[i] + 1.0
+
+    return add_one
