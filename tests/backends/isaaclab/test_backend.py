@@ -546,6 +546,7 @@ def test_episodes_start_at_random_lengths_once_as_rsl_rl_does() -> None:
 
     calls: list[bool] = []
     runner = SimpleNamespace(
+        env=env,
         alg=SimpleNamespace(update=lambda: {}),
         learn=lambda n, init_at_random_ep_len=False: calls.append(init_at_random_ep_len),
     )
@@ -995,6 +996,7 @@ def test_sweep_run_on_isaac_labs_go2_ends_with_a_report(asset_root, tmp_path) ->
 
 
 @pytest.mark.isaaclab
+@needs_isaaclab
 def test_warps_first_launch_of_a_kernel_is_metered_and_its_later_launches_are_not(monkeypatch) -> None:
     import warp as wp
 
