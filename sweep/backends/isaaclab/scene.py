@@ -278,13 +278,17 @@ class IsaacLabEnv(TaskEnv):
 _KERNEL_LOAD_S: list[float] | None = None
 #: A load quicker than this found its module loaded already (Warp's check on every launch), not counted.
 _LOAD_WORK_S = 1e-3
+#: After this many launches in a row that loaded nothing, the meter takes itself out of Warp's launch path (it costs
+#: about 0.6 us a launch): a scene's kernels load within its first steps.
+_QUIET_LAUNCHES = 50_000
 
 
 def kernel_load_s() -> float:
     """Seconds this process has spent in Warp's ``Module.load`` compiling a kernel module (or reading it from Warp's
     disk cache), which Warp does at a module's first launch: on a fresh machine a scene's first steps pay tens of
     seconds of it. The meter wraps ``Module.load`` the first time this is called (0.0 before, and where this Warp
-    has no such method); a load that found its module loaded already is not counted."""
+    has no such method) and puts the original back after :data:`_QUIET_LAUNCHES` launches in a row that loaded
+    nothing; a load that found its module loaded already is not counted."""
     global _KERNEL_LOAD_S
     if _KERNEL_LOAD_S is None:
         _KERNEL_LOAD_S = [0.0]
@@ -292,7 +296,7 @@ def kernel_load_s() -> float:
             from warp._src.context import Module
         except ImportError:
             return 0.0
-        load, total = Module.load, _KERNEL_LOAD_S
+        load, total, quiet = Module.load, _KERNEL_LOAD_S, [0]
 
         def timed_load(self: Any, *args: Any, **kwargs: Any) -> Any:
             t0 = time.perf_counter()
@@ -302,6 +306,11 @@ def kernel_load_s() -> float:
                 spent = time.perf_counter() - t0
                 if spent > _LOAD_WORK_S:
                     total[0] += spent
+                    quiet[0] = 0
+                else:
+                    quiet[0] += 1
+                    if quiet[0] >= _QUIET_LAUNCHES:
+                        Module.load = load
 
         Module.load = timed_load
     return _KERNEL_LOAD_S[0]

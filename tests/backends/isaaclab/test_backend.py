@@ -1022,3 +1022,23 @@ def _add_one_kernel():
         values[i] = values[i] + 1.0
 
     return add_one
+
+
+@pytest.mark.isaaclab
+@needs_isaaclab
+def test_the_kernel_meter_leaves_warps_launch_path_once_launches_load_nothing(monkeypatch) -> None:
+    import warp as wp
+    from warp._src.context import Module
+
+    from sweep.backends.isaaclab import scene
+
+    monkeypatch.setattr(scene, "_KERNEL_LOAD_S", None)  # a fresh meter
+    monkeypatch.setattr(scene, "_QUIET_LAUNCHES", 3)
+    monkeypatch.setattr(Module, "load", Module.load)  # put back after the test whatever the meter did
+    scene.kernel_load_s()
+    assert Module.load.__qualname__ == "kernel_load_s.<locals>.timed_load"
+    add_one, values = _add_one_kernel(), wp.zeros(4, dtype=float, device="cpu")
+    for _ in range(5):  # the first launch loads the module, the next three load nothing
+        wp.launch(add_one, dim=4, inputs=[values], device="cpu")
+    assert Module.load.__qualname__ == "Module.load"  # Warp's own (a meter from an earlier test left as well)
+    assert values.numpy().tolist() == [5.0] * 4
