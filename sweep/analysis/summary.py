@@ -296,12 +296,12 @@ def run_text(
     recommended config's best seed."""
     lines = [f"{label}: {text}" for label, text in decision_lines(s, trainer, ended)]
     lines.append(f"trials: {states_text(s) or 'none'}")
-    n, usd = s.cut_short
+    n, cut_usd = s.cut_short
     if n:
         lines.append(
             f"cut short: {n} trial{'s' if n != 1 else ''} stopped by the study itself (a stop signal, a run's piece "
-            f"ending, a dead driver), ${usd:.4f}, {usd / s.total_usd:.1%} of the study's spend: billed, measured "
-            "nothing, their configs free to run again"
+            f"ending, a dead driver), ${cut_usd:.4f}, {cut_usd / s.total_usd:.1%} of the study's spend: billed, "
+            "measured nothing, their configs free to run again"
         )
     if s.restarts is not None:
         r = s.restarts
