@@ -39,15 +39,16 @@ class Closest:
 
 @dataclass(frozen=True)
 class Restarts:
-    """The start-up a run split into pieces paid again: each resumed piece starts its workers afresh, and the first
-    trial of each worker pays their start-up (:attr:`sweep.record.Row.fresh_worker`)."""
+    """The one-time seconds a run split into pieces paid again: each resumed piece starts its workers afresh, and the
+    first trial of each worker pays their start-up and compilation again (:attr:`sweep.record.Row.fresh_worker`;
+    on Isaac Lab, Warp compiles its kernels at their first launch in each process)."""
 
     pieces: int
     """Drivers after the run's first (resumes that wrote a row)."""
     trials: int
     """Trials of those pieces that were their worker's first."""
-    startup_s: float
-    """Their start-up seconds (the 'startup' phase)."""
+    one_time_s: float
+    """Their one-time seconds: start-up and compilation (:data:`sweep.contract.ONE_TIME_PHASES`)."""
     usd: float
     """Those seconds at each trial's price (billed within the trials' own USD, not on top of it)."""
 
@@ -145,18 +146,18 @@ def _summarize(view: LedgerView) -> Summary:
 
 
 def restarts(rows: Iterable[Row]) -> Restarts | None:
-    """The start-up paid again by the pieces after the first (:class:`Restarts`); None for a run in one piece."""
+    """The one-time seconds paid again by the pieces after the first (:class:`Restarts`); None for a run in one
+    piece."""
     view = LedgerView.of(rows)
     pieces = {r.piece for r in view}
     if pieces <= {0}:
         return None
     fresh = [r for r in view.last.values() if r.piece > 0 and r.fresh_worker and r.ran]
-    startup_s = sum(r.phases_s.startup for r in fresh)
     return Restarts(
         pieces=len(pieces - {0}),
         trials=len(fresh),
-        startup_s=startup_s,
-        usd=sum(usd(r.phases_s.startup, r.price_usd_per_hour) for r in fresh),
+        one_time_s=sum(metrics(r).one_time_s for r in fresh),
+        usd=sum(usd(metrics(r).one_time_s, r.price_usd_per_hour) for r in fresh),
     )
 
 
@@ -306,8 +307,9 @@ def run_text(
     if s.restarts is not None:
         r = s.restarts
         lines.append(
-            f"resumed: {r.pieces} time{'s' if r.pieces != 1 else ''}; start-up paid again by the first trial of each "
-            f"fresh worker: {r.trials} trial{'s' if r.trials != 1 else ''}, {r.startup_s:.1f} s, ${r.usd:.4f}, "
+            f"resumed: {r.pieces} time{'s' if r.pieces != 1 else ''}; start-up and compilation paid again by the first "
+            f"trial of each fresh worker: {r.trials} trial{'s' if r.trials != 1 else ''}, {r.one_time_s:.1f} s, "
+            f"${r.usd:.4f}, "
             f"{r.usd / s.total_usd if s.total_usd else 0.0:.1%} of the study's spend"
         )
     failed = failure_line(s, ledger_path)

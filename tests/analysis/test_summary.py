@@ -168,3 +168,20 @@ def test_the_printout_says_when_the_run_folder_no_longer_holds_the_recommended_c
     (run_dir / "trials" / "0003" / "checkpoint.pt").write_bytes(b"")
     lines = summary.run_text(s, ledger).splitlines()
     assert any(line.endswith("; checkpoint trials/0003/checkpoint.pt") for line in lines), lines
+
+
+def test_a_resumed_piece_reports_the_start_up_and_compilation_its_fresh_workers_paid_again() -> None:
+    """Each piece after the first starts its workers afresh: the first trial of each pays the scene's start-up and
+    the simulator's kernel compilation again (Warp compiles in every new process); a warm worker's trial pays none."""
+    from dataclasses import replace
+
+    def piece_1(trial: int, fresh: bool, startup_s: float, compile_s: float) -> Row:
+        row = ledger_row(trial, 10, "reached", 100.0)
+        phases = {"startup": startup_s, "compile": compile_s, "sim": 100.0 - startup_s - compile_s}
+        return replace(row, piece=1, fresh_worker=fresh, phases_s=phases)
+
+    rows = [ledger_row(0, 10, "reached", 100.0), piece_1(1, True, 20.0, 30.0), piece_1(2, False, 2.0, 0.0)]
+    s = summary.summarize(rows)
+    assert s.restarts is not None and (s.restarts.pieces, s.restarts.trials, s.restarts.one_time_s) == (1, 1, 50.0)
+    assert "resumed: 1 time; start-up and compilation paid again by the first trial of each fresh worker: 1 trial, " \
+        "50.0 s, $50.0000, 16.7% of the study's spend" in summary.run_text(s)  # fmt: skip

@@ -14,7 +14,7 @@ from sweep.analysis import summary
 from sweep.config import validation
 from sweep.errors import ConfigError
 from sweep.execution.inline import InlinePool
-from sweep.ledger import LedgerView, LedgerWriter, Row, read_rows
+from sweep.ledger import LedgerView, LedgerWriter, Row, metrics, read_rows
 from sweep.planner import leader, searchers, space, study_store
 from sweep.planner.loop import Planner
 from sweep.planner.phase import Phase
@@ -128,8 +128,8 @@ def test_a_resumed_driver_writes_its_piece_and_the_start_up_its_fresh_worker_pai
     assert pool.fresh == {first} and {r.trial for r in rows if r.fresh_worker} == {first}
     s = summary.summarize(rows)
     assert s.restarts is not None and (s.restarts.pieces, s.restarts.trials) == (1, 1)
-    assert s.restarts.startup_s == LedgerView.of(rows).last[first].phases_s.startup
-    line = "resumed: 1 time; start-up paid again by the first trial of each fresh worker: 1 trial"
+    assert s.restarts.one_time_s == metrics(LedgerView.of(rows).last[first]).one_time_s
+    line = "resumed: 1 time; start-up and compilation paid again by the first trial of each fresh worker: 1 trial"
     assert line in summary.run_text(s)
     assert summary.summarize(rows[:1]).restarts is None  # a run in one piece
 
