@@ -26,10 +26,20 @@ from tests.test_run import space_file
 ray = pytest.importorskip("ray")
 
 
-def test_local_ray_is_bound_to_localhost_with_the_dashboard_off() -> None:
-    pool = WorkerPool(Workers(num=1, cpus_per_trial=1), use_gpu=False)
-    try:
-        wait_ready(pool)
+class TestALocalPool:
+    """One local Ray started by the pool itself, shared by the tests of this class (a Ray start is about 3 s on 2
+    cores) and shut down before the tests that start their own."""
+
+    @pytest.fixture(scope="class")
+    def pool(self):
+        pool = WorkerPool(Workers(num=1, cpus_per_trial=1), use_gpu=False)
+        try:
+            wait_ready(pool)
+            yield pool
+        finally:
+            pool.shutdown()
+
+    def test_local_ray_is_bound_to_localhost_with_the_dashboard_off(self, pool: WorkerPool) -> None:
         assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}
         assert pool.dashboard_url is None
         # trials run at normal priority (Ray's default niceness 15 lets any other process starve a billed trial)
@@ -38,15 +48,9 @@ def test_local_ray_is_bound_to_localhost_with_the_dashboard_off() -> None:
             lines = subprocess.run(["ss", "-ltnp"], capture_output=True, text=True).stdout.splitlines()
             ray_lines = [ln for ln in lines if any(k in ln for k in ("raylet", "gcs_server", "ray::"))]
             assert ray_lines and all("127.0.0.1" in ln for ln in ray_lines), ray_lines
-    finally:
-        pool.shutdown()
 
-
-def test_the_driver_wakes_as_soon_as_a_worker_reports_a_row() -> None:
-    # A trial waits for the answer to each checkpoint row with the GPU idle: the driver must not sleep through it.
-    pool = WorkerPool(Workers(num=1, cpus_per_trial=1), use_gpu=False)
-    try:
-        wait_ready(pool)
+    def test_the_driver_wakes_as_soon_as_a_worker_reports_a_row(self, pool: WorkerPool) -> None:
+        # A trial waits for the answer to each checkpoint row with the GPU idle: the driver must not sleep through it.
         pool.wait_rows(0.01)  # nothing reported: back at the timeout
         waiter = threading.Thread(target=pool.wait_rows, args=(90.0,), daemon=True)
         waiter.start()
@@ -55,8 +59,6 @@ def test_the_driver_wakes_as_soon_as_a_worker_reports_a_row() -> None:
         assert not waiter.is_alive(), "the driver slept through a reported row"
         assert [r.trial for r in pool.drain_rows()] == [0]
         pool.wait_rows(0.01)  # drained: waits again
-    finally:
-        pool.shutdown()
 
 
 @pytest.mark.slow
