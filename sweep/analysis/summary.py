@@ -153,11 +153,12 @@ def restarts(rows: Iterable[Row]) -> Restarts | None:
     if pieces <= {0}:
         return None
     fresh = [r for r in view.last.values() if r.piece > 0 and r.fresh_worker and r.ran]
+    paid = [(metrics(r).one_time_s, r.price_usd_per_hour) for r in fresh]
     return Restarts(
         pieces=len(pieces - {0}),
         trials=len(fresh),
-        one_time_s=sum(metrics(r).one_time_s for r in fresh),
-        usd=sum(usd(metrics(r).one_time_s, r.price_usd_per_hour) for r in fresh),
+        one_time_s=sum(seconds for seconds, _ in paid),
+        usd=sum(usd(seconds, per_hour) for seconds, per_hour in paid),
     )
 
 
@@ -309,8 +310,7 @@ def run_text(
         lines.append(
             f"resumed: {r.pieces} time{'s' if r.pieces != 1 else ''}; start-up and compilation paid again by the first "
             f"trial of each fresh worker: {r.trials} trial{'s' if r.trials != 1 else ''}, {r.one_time_s:.1f} s, "
-            f"${r.usd:.4f}, "
-            f"{r.usd / s.total_usd if s.total_usd else 0.0:.1%} of the study's spend"
+            f"${r.usd:.4f}, {r.usd / s.total_usd if s.total_usd else 0.0:.1%} of the study's spend"
         )
     failed = failure_line(s, ledger_path)
     lines += [f"failures: {failed}"] if failed else []
