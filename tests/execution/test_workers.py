@@ -26,18 +26,20 @@ from tests.test_run import space_file
 ray = pytest.importorskip("ray")
 
 
-class TestALocalPool:
-    """One local Ray started by the pool itself, shared by the tests of this class (a Ray start is about 3 s on 2
+@pytest.fixture(scope="class")
+def pool():
+    """A pool on the local Ray it starts itself, shared by the tests of one class (a Ray start is about 3 s on 2
     cores) and shut down before the tests that start their own."""
+    pool = WorkerPool(Workers(num=1, cpus_per_trial=1), use_gpu=False)
+    try:
+        wait_ready(pool)
+        yield pool
+    finally:
+        pool.shutdown()
 
-    @pytest.fixture(scope="class")
-    def pool(self):
-        pool = WorkerPool(Workers(num=1, cpus_per_trial=1), use_gpu=False)
-        try:
-            wait_ready(pool)
-            yield pool
-        finally:
-            pool.shutdown()
+
+class TestALocalPool:
+    """The tests on one pool's own local Ray (the class-scoped `pool`)."""
 
     def test_local_ray_is_bound_to_localhost_with_the_dashboard_off(self, pool: WorkerPool) -> None:
         assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}
