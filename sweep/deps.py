@@ -21,8 +21,11 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.metadata
+import importlib.util
 import os
+import runpy
 import sys
+from pathlib import Path
 from typing import Any
 
 from sweep.errors import DISTRIBUTIONS, BrokenDependency
@@ -33,6 +36,23 @@ EXIT_BROKEN = 2
 ENTRY_MODULES = ("sweep", "sweep.run", "sweep.trial", "sweep.report", "sweep.export", "sweep.init")
 
 _checked = False
+
+
+def torch_sees_gpu() -> bool:
+    """``torch.cuda.is_available()``, without importing torch (about a second) where its build has no GPU support: a
+    CPU wheel's ``torch/version.py`` names neither a CUDA nor a HIP version, so no GPU can be seen. A bad-input run
+    on such a machine says its one line without paying for torch."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        return False  # no torch: the trials' import check names it
+    version = Path(spec.origin).parent / "version.py"
+    if version.is_file():
+        build = runpy.run_path(str(version))
+        if build.get("cuda") is None and build.get("hip") is None:
+            return False
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def declared() -> list[tuple[str, str]]:

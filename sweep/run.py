@@ -23,6 +23,7 @@ from sweep import config as config_mod
 from sweep import faults, runlock, stops
 from sweep.cli import safe_print
 from sweep.config import validation
+from sweep.deps import torch_sees_gpu
 from sweep.errors import ConfigError, check_imports
 
 RUN_FILES = ("config.yaml", "study.db")
@@ -52,12 +53,10 @@ RESUME_OVERRIDABLE = ("budget", "price", "workers", "search.prune", "checkpoints
 
 def prepare(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool]:
     """Overrides -> (validated config, run folder, resuming?). Nothing runs here."""
-    import torch
-
     from sweep.cli import parse_overrides
 
     overrides = parse_overrides(argv, text_keys=TEXT_KEYS)
-    has_gpu = torch.cuda.is_available()
+    has_gpu = torch_sees_gpu()
     resume = overrides.pop("resume", None)
     if resume is not None and (not isinstance(resume, str) or not resume.strip()):
         raise ConfigError(f"resume={resume}: give the run folder to continue (resume=reports/<run_id>)")
@@ -177,8 +176,6 @@ def check_study(run_dir: Path) -> None:
 
 def resolve_runtime(cfg: config_mod.RunConfig, has_gpu: bool) -> tuple[str, Any, float]:
     """(profile, price, control period) for this machine."""
-    import torch
-
     from sweep import prices
     from sweep.backends import get_backend
     from sweep.contract import success_rule
@@ -197,7 +194,7 @@ def resolve_runtime(cfg: config_mod.RunConfig, has_gpu: bool) -> tuple[str, Any,
             ("sweep.trial", *backend.requires), who=f"the trials of backend {cfg.backend}", noise=backend.import_noise
         )
         backend.preflight(profile, cfg.backend_options, success_rule(cfg.target))
-        slots = torch.cuda.device_count() if has_gpu else os.cpu_count() or 1
+        slots = gpu_count() if has_gpu else os.cpu_count() or 1
         if not has_gpu and cfg.workers.cpus_per_trial > slots:
             raise ConfigError(
                 f"{cfg.space}: workers.cpus_per_trial={cfg.workers.cpus_per_trial}: this machine has {slots} CPU(s) "
@@ -215,16 +212,21 @@ def resolve_runtime(cfg: config_mod.RunConfig, has_gpu: bool) -> tuple[str, Any,
     return profile, price, backend.control_dt_s(profile)
 
 
+def gpu_count() -> int:
+    """The GPUs torch sees (imported only on a machine with one)."""
+    import torch
+
+    return torch.cuda.device_count()
+
+
 def plan(argv: list[str]) -> tuple[config_mod.RunConfig, Path, bool, tuple[str, Any, float]]:
     """Every check a run makes before it writes anything or starts a worker: the config, the machine (device,
     price, installed packages) and a space that something can run in. Returns (config, run folder, resuming?,
     (profile, price, control period))."""
-    import torch
-
     from sweep.planner import space
 
     cfg, run_dir, resuming = prepare(argv)
-    runtime = resolve_runtime(cfg, torch.cuda.is_available())
+    runtime = resolve_runtime(cfg, torch_sees_gpu())
     space.feasible_count(cfg, runtime[2], runtime[1].memory_gib)  # a space nothing can run in: say so before Ray
     return cfg, run_dir, resuming, runtime
 
@@ -254,10 +256,8 @@ def drive(
     lock: runlock.RunLock,
 ) -> int:
     """Run the study in a folder this driver holds, then write its outputs; returns the exit status."""
-    import torch
-
     profile, price, control_dt_s = runtime
-    has_gpu = torch.cuda.is_available()
+    has_gpu = torch_sees_gpu()
     # On resume too: a raised budget must be what the report and the next resume read.
     record = recorded_space(run_dir) if resuming else space_record(cfg.space)
     from sweep.backends import get_backend

@@ -32,7 +32,7 @@ def test_a_trial_that_did_not_reach_drops_its_checkpoint_when_only_reached_ones_
         seen.append((row.state, row.checkpoint, (tmp_path / row.checkpoint).is_file() if row.checkpoint else False))
         return PRUNE
 
-    final = run_trial(tiny_trial(checkpoints="reached"), sink, trial=5, out_dir=tmp_path)
+    final = run_trial(tiny_trial(checkpoints="reached", eval_every_steps=16), sink, trial=5, out_dir=tmp_path)
     assert final.state == "pruned"
     # the checkpoint row named a file that was there; the end row names none, and the files are gone
     assert seen == [("running", "trials/0005/checkpoint.pt", True), ("pruned", "", False)]

@@ -17,7 +17,7 @@ import pytest
 
 @pytest.fixture(scope="module")
 def shared_run():
-    time.sleep(0.6)  # a module's shared run: paid by the first test that uses it
+    time.sleep(0.3)  # a module's shared run: paid by the first test that uses it
 
 
 def test_quick_unmarked():
@@ -25,7 +25,7 @@ def test_quick_unmarked():
 
 
 def test_long_unmarked():
-    time.sleep(0.6)
+    time.sleep(0.3)
 
 
 @pytest.mark.slow
@@ -35,7 +35,7 @@ def test_quick_marked():
 
 @pytest.mark.slow
 def test_long_marked():
-    time.sleep(0.6)
+    time.sleep(0.3)
 
 
 @pytest.mark.slow
@@ -63,13 +63,13 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
 
 def test_the_check_flags_a_marker_that_disagrees_with_the_time_both_ways(suite: pytest.Pytester) -> None:
     pytester = suite
-    result = pytester.runpytest_subprocess("-p", "tests.slow_markers", "--slow-s", "0.4", "--slow-check")
+    result = pytester.runpytest_subprocess("-p", "tests.slow_markers", "--slow-s", "0.2", "--slow-check")
     result.assert_outcomes(passed=6, skipped=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     out = result.stdout.str()
     assert "not marked slow: test_suite.py::test_long_unmarked" in out
     assert "not marked slow: test_suite.py::test_second_of_the_run_unmarked" in out  # the shared run counts
-    assert "marked slow, under 0.2 s: test_suite.py::test_quick_marked" in out
+    assert "marked slow, under 0.1 s: test_suite.py::test_quick_marked" in out
     for honest in ("test_quick_unmarked", "test_long_marked", "test_first_of_the_run", "test_skipped_marked"):
         assert f"::{honest} " not in out
 
@@ -78,7 +78,7 @@ def test_an_honest_suite_passes_the_check(suite: pytest.Pytester) -> None:
     pytester = suite
     deselect = ["--deselect", "test_suite.py::test_long_unmarked", "--deselect", "test_suite.py::test_quick_marked"]
     result = pytester.runpytest_subprocess(
-        "-p", "tests.slow_markers", "--slow-s", "0.4", "--slow-check", *deselect,
+        "-p", "tests.slow_markers", "--slow-s", "0.2", "--slow-check", *deselect,
         "--deselect", "test_suite.py::test_second_of_the_run_unmarked",
     )  # fmt: skip
     result.assert_outcomes(passed=3, skipped=1)

@@ -239,9 +239,6 @@ def _validate(cfg: RunConfig) -> RunConfig:
 
     where = cfg.space
     _validate_names(cfg)
-    backend = get_backend(cfg.backend, key=f"{where}: backend")
-    if cfg.profile != "auto":
-        backend.check_profile(cfg.profile, key=f"{where}: profile")
     for key in KNOB_NAMES:
         choices = getattr(cfg.knobs, key)
         if not choices:
@@ -299,6 +296,10 @@ def _validate(cfg: RunConfig) -> RunConfig:
             f"{where}: target.eval_gate_signal: must be one of {list(GATE_SIGNALS)} "
             f"(got {cfg.target.eval_gate_signal!r})"
         )
+    # The backend after the checks of plain values: building it imports torch (about a second)
+    backend = get_backend(cfg.backend, key=f"{where}: backend")
+    if cfg.profile != "auto":
+        backend.check_profile(cfg.profile, key=f"{where}: profile")
     _validate_success_rule(cfg, backend)
     if not 0 < cfg.constraints.memory_share <= 1:
         raise ConfigError(f"{where}: constraints.memory_share: must be in (0, 1] (got {cfg.constraints.memory_share})")

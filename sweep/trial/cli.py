@@ -10,7 +10,6 @@ from typing import Any
 
 from sweep.analysis.summary import Summary, ci_text, summarize
 from sweep.backends import get_backend
-from sweep.backends.base import resolve_device
 from sweep.contract import CONTINUE, TrialConfig, TrialState, success_rule
 from sweep.errors import ConfigError
 from sweep.ledger import Row
@@ -89,6 +88,8 @@ def main(argv: list[str], run: Callable[..., Row]) -> int:
 
     cfg, extra = config_from_overrides(parse_overrides(argv))
     get_backend(cfg.backend).preflight(cfg.profile, cfg.backend_options, success_rule(cfg))
+    from sweep.backends.base import resolve_device  # imports torch: once the config has passed its checks
+
     device = resolve_device(cfg.device)
     price = resolve_price(extra, device)
     run_id = str(extra.get("run_id") or time.strftime("trial-%Y%m%d-%H%M%S"))

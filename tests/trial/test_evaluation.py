@@ -64,9 +64,9 @@ def test_a_pass_of_a_copy_of_the_weights_is_the_pass_of_the_module() -> None:
     from sweep.backends.policy import mlp_policy
     from sweep.trial.evaluation import evaluate
 
-    policy, panel = fresh_policy("cpu", 4, 48)
-    module = evaluate(policy, panel, panel_seeds(48))
-    assert evaluate(mlp_policy(policy).copy(), panel, panel_seeds(48)) == module
+    policy, panel = fresh_policy("cpu", 4, 16)
+    module = evaluate(policy, panel, panel_seeds(16))
+    assert evaluate(mlp_policy(policy).copy(), panel, panel_seeds(16)) == module
 
 
 class ScriptedPanel:

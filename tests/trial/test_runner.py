@@ -140,7 +140,7 @@ def test_passes_are_skipped_while_the_training_signal_is_low_and_the_cap_always_
         return TrialState.CAPPED, EndCause.CAP, "the test's cap"
 
     monkeypatch.setattr(runner, "cap_reached", cap_after_four)
-    cfg = tiny(eval_gate=0.99, eval_every_steps=64, eval_gate_signal=signal)
+    cfg = tiny(eval_gate=0.99, eval_every_steps=32, eval_gate_signal=signal)
     final = runner.run_trial(cfg, lambda r: rows.append(r) or CONTINUE, out_dir=tmp_path)
     checkpoints = [r for r in rows if r.state == "running"]
     skipped = [r for r in checkpoints if r.eval_episodes == 0]
