@@ -102,3 +102,27 @@ def test_an_entry_point_is_told_from_other_interpreters() -> None:
     assert not deps.is_entry(["python", "-m", "pytest", "-m", "sweep.run"])
     assert not deps.is_entry(["python", "-c", "import sweep"])
     assert not deps.is_entry(["python", "default_worker.py", "-m", "sweep.run"])  # a Ray worker
+
+
+@pytest.mark.parametrize(("cuda", "hip", "imported"), [(None, None, False), ("12.8", None, True), (None, "6.4", True)])
+def test_torch_is_asked_about_a_gpu_only_where_its_build_has_gpu_support(
+    cuda: str | None, hip: str | None, imported: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "torch"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "version.py").write_text(f"cuda = {cuda!r}\nhip = {hip!r}\n")
+    spec = importlib.util.spec_from_file_location("torch", package / "__init__.py")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: spec if name == "torch" else None)
+    asked = []
+
+    class Cuda:
+        @staticmethod
+        def is_available() -> bool:
+            asked.append(True)
+            return True
+
+    monkeypatch.setitem(sys.modules, "torch", type(sys)("torch"))
+    sys.modules["torch"].cuda = Cuda
+    assert deps.torch_sees_gpu() is imported
+    assert bool(asked) is imported

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[1] / "sweep"
 
 
@@ -143,3 +145,31 @@ def test_the_contract_is_a_leaf_without_torch() -> None:
     code = "import sys, sweep.contract; print(sorted(m for m in sys.modules if m.startswith(('sweep', 'torch'))))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "['sweep', 'sweep.contract', 'sweep.errors', 'sweep.record']", loaded
+
+
+def test_a_bad_command_line_is_refused_without_importing_torch(tmp_path) -> None:
+    # on a machine whose torch has no GPU support (this one's, where it holds), sweep.run and sweep.trial say their
+    # one line about a bad value without paying for torch
+    import subprocess
+    import sys
+
+    from sweep.deps import torch_sees_gpu
+
+    if torch_sees_gpu():
+        pytest.skip("torch sees a GPU here: it is imported to ask")
+    code = (
+        "import sys, functools\n"
+        "from sweep.cli import run_main\n"
+        "from sweep.run import main as run\n"
+        "from sweep.trial.__main__ import main as trial, run_any\n"
+        "for main, argv in ((run, ['space=locomotion', 'budget.usd=-1']), (functools.partial(trial, run=run_any),"
+        " ['num_env=64'])):\n"
+        "    try:\n"
+        "        run_main(main, argv)\n"
+        "    except SystemExit as exc:\n"
+        "        assert exc.code == 2, exc.code\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'jax', 'rsl_rl', 'mujoco')))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "[]", proc.stdout
+    assert proc.stderr.count("error:") == 2, proc.stderr
