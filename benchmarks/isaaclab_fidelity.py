@@ -364,7 +364,7 @@ def replay(args: argparse.Namespace) -> dict[str, Any]:
     from sweep.backends.base import resolve_device
     from sweep.backends.isaaclab import cfg as ilc
     from sweep.contract import panel_seeds
-    from sweep.report.export import load_actor
+    from sweep.report.policy import load_actor
     from sweep.trial.evaluation import evaluate, warm_up_panel
     from sweep.trial.learner import describe_device
     from sweep.trial.runner import env_knobs

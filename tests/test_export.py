@@ -17,7 +17,7 @@ from sweep.backends.replay import replay_trial
 from sweep.contract import TrialConfig
 from sweep.ledger import LedgerView, LedgerWriter, Row, read_rows
 from sweep.params import trial_params
-from sweep.report import export
+from sweep.report import export, policy
 from tests.helpers import run_in_process, run_module
 from tests.replay_table import write_table
 
@@ -126,7 +126,7 @@ def test_recommended_points_to_the_checkpoint_that_reached_the_target(reached_ru
 
 def test_the_exported_torchscript_acts_as_the_trained_policy(reached_run) -> None:
     run_dir, alg = reached_run
-    export.main([str(run_dir)])
+    policy.main([str(run_dir)])
     obs, expected = trained_batch(alg)
     scripted = torch.jit.load(str(run_dir / "exported" / "policy.pt"))
     with torch.inference_mode():
@@ -144,7 +144,7 @@ def test_the_exported_onnx_acts_as_the_trained_policy(reached_run) -> None:
     run_dir, alg = reached_run
     path = run_dir / "exported" / "policy.onnx"
     if not path.exists():
-        export.main([str(run_dir)])
+        policy.main([str(run_dir)])
     obs, expected = trained_batch(alg)
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     (actions,) = session.run(["actions"], {"obs": obs.numpy()})
@@ -158,7 +158,7 @@ def test_without_the_onnx_packages_torchscript_is_written_and_one_line_says_why(
     run_dir = tmp_path / "run"
     shutil.copytree(reached_run[0], run_dir, ignore=shutil.ignore_patterns("exported"))
     monkeypatch.setitem(sys.modules, "onnxscript", None)  # importing it now raises ImportError
-    assert export.main([str(run_dir)]) == 0
+    assert policy.main([str(run_dir)]) == 0
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(err) == 1 and "onnxscript" in err[0] and "pip install -e '.[onnx]'" in err[0], err
     assert (run_dir / "exported" / "policy.pt").is_file() and not (run_dir / "exported" / "policy.onnx").exists()
@@ -176,7 +176,7 @@ def test_exporting_a_run_where_no_trial_reached_is_one_line(tmp_path: Path) -> N
         w.append(Row.of({"trial": 0, "state": "capped", "billable_s": 1.0, "price_usd_per_hour": 1.0, "params": {},
                          "phases_s": {}, "env_steps": 0, "reason": "x"}))  # fmt: skip
     assert "no trial reached the target" in one_error_line(run_module("sweep.export", str(run_dir), cwd=tmp_path))
-    nowhere = run_in_process(export.main, str(tmp_path / "nowhere"), cwd=tmp_path)  # the real process once, above
+    nowhere = run_in_process(policy.main, str(tmp_path / "nowhere"), cwd=tmp_path)  # the real process once, above
     assert "no ledger.jsonl" in one_error_line(nowhere)
 
 
@@ -193,4 +193,4 @@ def test_exporting_a_run_whose_checkpoint_is_missing_is_one_line(reached_run, tm
 def test_a_replayed_winner_has_no_checkpoint_to_export(tmp_path: Path) -> None:
     run_dir = replay_run(tmp_path)
     assert yaml.safe_load(export.write(run_dir).read_text())["checkpoint"] is None
-    assert "saved no checkpoint" in one_error_line(run_in_process(export.main, str(run_dir), cwd=tmp_path))
+    assert "saved no checkpoint" in one_error_line(run_in_process(policy.main, str(run_dir), cwd=tmp_path))

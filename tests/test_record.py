@@ -135,7 +135,7 @@ ALLOWED: dict[str, tuple[frozenset[str] | None, str]] = {
         frozenset({"state", "gpu", "wall_time", "success"}),
         "columns of the report's tables; config.yaml's target.success",
     ),
-    "sweep/report/export.py": (
+    "sweep/report/policy.py": (
         frozenset({"trial", "checkpoint", "iteration", "eval_episodes"}),
         "keys of recommended.yaml",
     ),
