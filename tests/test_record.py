@@ -135,6 +135,7 @@ ALLOWED: dict[str, tuple[frozenset[str] | None, str]] = {
         frozenset({"state", "gpu", "wall_time", "success"}),
         "columns of the report's tables; config.yaml's target.success",
     ),
+    "sweep/report/export.py": (frozenset({"trial"}), "recommended.yaml's trial section"),
     "sweep/report/policy.py": (
         frozenset({"trial", "checkpoint", "iteration", "eval_episodes"}),
         "keys of recommended.yaml",
