@@ -230,7 +230,7 @@ def pair(args: argparse.Namespace) -> dict[str, Any]:
     """A short sweep trial and its exported line in Isaac Lab's trainer; both saved configs copied and compared."""
     use_tree("new", None)
     from sweep.backends import get_backend
-    from sweep.backends.isaaclab import cfg as ilc
+    from sweep.backends.isaaclab import params as ilpar
     from sweep.report.export import implied_agent_config
 
     cfg = trial_config(args)
@@ -261,13 +261,13 @@ def pair(args: argparse.Namespace) -> dict[str, Any]:
     saved = run_trainer(line, work, args.asset_root) / "params"
     differences: dict[str, Any] = {}
     for kind in ("agent", "env"):
-        shutil.copyfile(trial_dir / ilc.PARAMS_DIR / f"{kind}.yaml", out / f"sweep_{kind}.yaml")
+        shutil.copyfile(trial_dir / ilpar.PARAMS_DIR / f"{kind}.yaml", out / f"sweep_{kind}.yaml")
         shutil.copyfile(saved / f"{kind}.yaml", out / f"isaaclab_{kind}.yaml")
-        found = ilc.params_differences(
-            kind, ilc.read_params(out / f"sweep_{kind}.yaml"), ilc.read_params(out / f"isaaclab_{kind}.yaml")
+        found = ilpar.params_differences(
+            kind, ilpar.read_params(out / f"sweep_{kind}.yaml"), ilpar.read_params(out / f"isaaclab_{kind}.yaml")
         )
         differences[kind] = {path: [repr(a), repr(b)] for path, (a, b) in found.items()}
-        print(f"{kind}.yaml: {len(found)} difference(s) besides {sorted(ilc.RUN_ONLY[kind])}", flush=True)
+        print(f"{kind}.yaml: {len(found)} difference(s) besides {sorted(ilpar.RUN_ONLY[kind])}", flush=True)
         for path, (a, b) in found.items():
             print(f"  {path}: sweep {a!r}, Isaac Lab {b!r}")
     return {"override": section["override"], "differences": differences, "work": str(work)}
@@ -362,7 +362,7 @@ def replay(args: argparse.Namespace) -> dict[str, Any]:
     from sweep import checkpoints, perf
     from sweep.backends import get_backend
     from sweep.backends.base import resolve_device
-    from sweep.backends.isaaclab import cfg as ilc
+    from sweep.backends.isaaclab import params as ilpar
     from sweep.contract import panel_seeds
     from sweep.report.policy import load_actor
     from sweep.trial.evaluation import evaluate, warm_up_panel
@@ -385,7 +385,7 @@ def replay(args: argparse.Namespace) -> dict[str, Any]:
     for kind in ("agent", "env"):
         shutil.copyfile(trained / "params" / f"{kind}.yaml", out / f"trainer_{kind}.yaml")
     meta = checkpoints.read_meta(run_dir, plan.checkpoint)
-    agent = ilc.read_params(trained / "params" / "agent.yaml")
+    agent = ilpar.read_params(trained / "params" / "agent.yaml")
     actor = load_actor(agent, model, meta["obs_dim"], meta["num_actions"], where=str(model))
 
     backend = get_backend(cfg.backend)

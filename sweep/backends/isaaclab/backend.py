@@ -29,7 +29,6 @@ from sweep.backends.base import Backend, Profile, TaskEnv, resolve_device
 from sweep.backends.isaaclab.cfg import (
     DEFAULT_PRESET,
     KNOBS,
-    PARAMS_DIR,
     RSL_RL_ONLY_NOTE,
     TASK_ID,
     TASKS,
@@ -42,15 +41,13 @@ from sweep.backends.isaaclab.cfg import (
     needs_kit,
     overrides,
     parse_override,
-    plain,
-    read_params,
     renamed_task,
     split_agent_config,
     trial_knobs,
     trial_overrides,
     with_rsl_rl_only,
-    write_params,
 )
+from sweep.backends.isaaclab.params import PARAMS_DIR, plain, read_params, write_params
 from sweep.backends.isaaclab.success import (
     MAX_ERR_XY_MPS,
     MAX_ERR_YAW_RADPS,

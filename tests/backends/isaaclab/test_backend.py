@@ -27,6 +27,7 @@ from sweep.backends import get_backend
 from sweep.backends.isaaclab import backend as il
 from sweep.backends.isaaclab import cfg as ilc
 from sweep.backends.isaaclab import evaluation as ile
+from sweep.backends.isaaclab import params as ilpar
 from sweep.backends.isaaclab import scene as ils
 from sweep.backends.policy import MlpPolicy
 from sweep.config import validation
@@ -559,13 +560,14 @@ def test_episodes_start_at_random_lengths_once_as_rsl_rl_does() -> None:
 def test_saved_configs_are_compared_leaf_by_leaf_except_what_drives_the_run() -> None:
     ours = {"seed": 1, "max_iterations": 300, "actor": {"obs_normalization": False, "hidden_dims": [128, 128]}}
     theirs = {"seed": 1, "max_iterations": 2, "actor": {"obs_normalization": False, "hidden_dims": [128, 128]}}
-    assert ilc.params_differences("agent", ours, theirs) == {}
+    assert ilpar.params_differences("agent", ours, theirs) == {}
     theirs["actor"] = {"obs_normalization": True, "hidden_dims": [128, 128], "extra": {}}
-    assert ilc.params_differences("agent", ours, theirs) == {
+    assert ilpar.params_differences("agent", ours, theirs) == {
         "actor.extra": ("<absent>", {}),
         "actor.obs_normalization": (False, True),
     }
-    assert ilc.params_differences("env", {"log_dir": None, "seed": 1}, {"log_dir": "/x", "seed": 2}) == {"seed": (1, 2)}
+    differences = ilpar.params_differences("env", {"log_dir": None, "seed": 1}, {"log_dir": "/x", "seed": 2})
+    assert differences == {"seed": (1, 2)}
 
 
 def test_the_committed_gpu_pair_agrees_on_every_field() -> None:
@@ -573,23 +575,23 @@ def test_the_committed_gpu_pair_agrees_on_every_field() -> None:
     (``benchmarks/isaaclab_fidelity.py pair``) are the same training: every leaf but the run's own."""
     pair = ROOT / "benchmarks" / "data" / "isaaclab_fidelity"
     for kind in ("agent", "env"):
-        ours, theirs = (ilc.read_params(pair / f"{side}_{kind}.yaml") for side in ("sweep", "isaaclab"))
-        assert ilc.params_differences(kind, ours, theirs) == {}
-    agent = ilc.read_params(pair / "sweep_agent.yaml")
+        ours, theirs = (ilpar.read_params(pair / f"{side}_{kind}.yaml") for side in ("sweep", "isaaclab"))
+        assert ilpar.params_differences(kind, ours, theirs) == {}
+    agent = ilpar.read_params(pair / "sweep_agent.yaml")
     assert agent["algorithm"]["entropy_coef"] == 0.01  # the Go2 task's own, not sweep's MJX default
     assert agent["num_steps_per_env"] == 24 and agent["seed"] == 1
-    assert ilc.read_params(pair / "sweep_env.yaml")["scene"]["num_envs"] == 4096
+    assert ilpar.read_params(pair / "sweep_env.yaml")["scene"]["num_envs"] == 4096
 
 
 def test_saved_params_read_back_with_their_tuples_and_slices(tmp_path) -> None:
     data = {"std_range": (1e-6, 1e6), "ids": slice(None, None, None), "nested": {"empty": {}, "list": [1, 2]}}
-    ilc.write_params(tmp_path / "params" / "agent.yaml", data)
+    ilpar.write_params(tmp_path / "params" / "agent.yaml", data)
     text = (tmp_path / "params" / "agent.yaml").read_text()
     assert "!!python/tuple" in text and "builtins.slice" in text  # as Isaac Lab's dump_yaml writes them
-    assert ilc.read_params(tmp_path / "params" / "agent.yaml") == data
+    assert ilpar.read_params(tmp_path / "params" / "agent.yaml") == data
     (tmp_path / "evil.yaml").write_text("x: !!python/object/apply:os.system ['true']\n")
     with pytest.raises(yaml.YAMLError):
-        ilc.read_params(tmp_path / "evil.yaml")
+        ilpar.read_params(tmp_path / "evil.yaml")
 
 
 # -- without Isaac Lab ------------------------------------------------------------------------------------------
@@ -643,7 +645,7 @@ ISAAC_AGENT = ROOT / "benchmarks" / "data" / "isaaclab_h200" / "train_agent.yaml
 
 def recorded_trial(tmp_path, cfg: TrialConfig) -> Any:
     """A trial folder holding the agent config a trial of ``cfg`` recorded (the task's, with the trial's overrides)."""
-    agent = ilc.read_params(ISAAC_AGENT)
+    agent = ilpar.read_params(ISAAC_AGENT)
     fields, _ = ilc.flag_settings(perf.resolve(cfg.flags))
     agent.update(seed=cfg.seed, num_steps_per_env=cfg.num_steps_per_env, max_iterations=300)
     agent["algorithm"].update(num_mini_batches=cfg.num_mini_batches, num_learning_epochs=cfg.num_learning_epochs)
@@ -653,7 +655,7 @@ def recorded_trial(tmp_path, cfg: TrialConfig) -> Any:
             agent[head][leaf] = value
         else:
             agent[head] = value
-    ilc.write_params(tmp_path / ilc.PARAMS_DIR / "agent.yaml", agent)
+    ilpar.write_params(tmp_path / ilpar.PARAMS_DIR / "agent.yaml", agent)
     return tmp_path
 
 
@@ -680,7 +682,7 @@ def test_export_is_isaac_labs_agent_config_with_the_override_line_and_the_rest_a
     assert section["command"] == f"python -m isaaclab train --rl_library rsl_rl --task {FLAT} {section['override']}"
     agent = section["agent"]
     assert out["agent"] == agent  # recommended.yaml's agent section is Isaac Lab's config
-    assert agent == ilc.plain(ilc.read_params(tmp_path / ilc.PARAMS_DIR / "agent.yaml"))
+    assert agent == ilpar.plain(ilpar.read_params(tmp_path / ilpar.PARAMS_DIR / "agent.yaml"))
     assert set(agent) <= ilc.RUNNER_FIELDS and set(agent["algorithm"]) <= ilc.ALGORITHM_FIELDS
     assert agent["actor"]["obs_normalization"] is False and agent["init_at_random_ep_len"] is True  # the task's
     assert agent["check_for_nan"] is False and agent["torch_compile_mode"] == "default"  # flags: Isaac Lab fields
@@ -909,7 +911,7 @@ def test_one_real_isaac_lab_trial_trains_evaluates_and_writes_its_ledger(real_tr
     assert rows[-1].phases_s.eval > 0 and rows[-1].billable_s >= sum(checkpoints[-1].phases_s.values()) - 1
     assert rows[-1].startup_parts_s["eval_env"] > 0  # the panel process's start, billed to the trial
     assert rows[-1].params["backend"] == "isaaclab" and rows[-1].seed == 1
-    assert {p.name for p in (out / "trials" / "0000" / ilc.PARAMS_DIR).iterdir()} == {"agent.yaml", "env.yaml"}
+    assert {p.name for p in (out / "trials" / "0000" / ilpar.PARAMS_DIR).iterdir()} == {"agent.yaml", "env.yaml"}
 
 
 @pytest.mark.slow
@@ -962,10 +964,10 @@ def test_the_exported_line_in_isaac_labs_trainer_saves_the_configs_the_trial_tra
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     (saved,) = (tmp_path / "logs" / "rsl_rl").glob("*/*/params")
     for kind in ("agent", "env"):
-        ours = ilc.read_params(trial_dir / ilc.PARAMS_DIR / f"{kind}.yaml")
-        theirs = ilc.read_params(saved / f"{kind}.yaml")
-        assert ilc.params_differences(kind, ours, theirs) == {}, kind
-    agent, task_env = ilc.read_params(saved / "agent.yaml"), ilc.read_params(saved / "env.yaml")
+        ours = ilpar.read_params(trial_dir / ilpar.PARAMS_DIR / f"{kind}.yaml")
+        theirs = ilpar.read_params(saved / f"{kind}.yaml")
+        assert ilpar.params_differences(kind, ours, theirs) == {}, kind
+    agent, task_env = ilpar.read_params(saved / "agent.yaml"), ilpar.read_params(saved / "env.yaml")
     assert agent["algorithm"]["num_mini_batches"] == 2 and agent["check_for_nan"] is False and agent["seed"] == 1
     assert agent["num_steps_per_env"] == 12 and agent["actor"]["obs_normalization"] is False
     assert agent["algorithm"]["entropy_coef"] == 0.01  # the Go2 task's own (sweep's own config has 0.005)

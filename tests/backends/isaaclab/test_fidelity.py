@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from sweep.backends.isaaclab import cfg as ilc
+from sweep.backends.isaaclab import params as ilpar
 from sweep.contract import TrialState
 from sweep.ledger import read_rows
 from tests.backends.isaaclab.test_backend import needs_isaaclab
@@ -49,6 +49,6 @@ def test_replay_trains_the_recommendation_in_isaac_labs_trainer_and_scores_it_on
     assert f"--max_iterations {reached[0].iteration} --seed 3 " in result["command"]
     line = f"{result['episodes']} episodes) after {result['iteration']} iteration(s) of Isaac Lab's trainer, seed 3"
     assert f"replay: held-out success {result['success']:.3f}" in proc.stdout and line in proc.stdout
-    agent, task_env = (ilc.read_params(out / f"trainer_{kind}.yaml") for kind in ("agent", "env"))
+    agent, task_env = (ilpar.read_params(out / f"trainer_{kind}.yaml") for kind in ("agent", "env"))
     assert agent["seed"] == 3 and agent["max_iterations"] == reached[0].iteration  # --seed replaced agent.seed=1
     assert task_env["scene"]["num_envs"] == reached[0].params["num_envs"] and task_env["episode_length_s"] == 1.0

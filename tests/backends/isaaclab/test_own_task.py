@@ -28,6 +28,7 @@ from sweep import run as run_mod
 from sweep.backends import get_backend
 from sweep.backends.isaaclab import cfg as ilc
 from sweep.backends.isaaclab import panel as ilp
+from sweep.backends.isaaclab import params as ilpar
 from sweep.backends.isaaclab import scene as ils
 from sweep.backends.isaaclab.starter import starter_space
 from sweep.backends.isaaclab.success import FnRule, TermRule
@@ -322,10 +323,10 @@ def sweep_and_replay(task: str, rule: list[str], target: float, root: str, tmp_p
     replay = with_project(*command, cwd=project, timeout=600)
     assert replay.returncode == 0, (replay.stdout + replay.stderr)[-3000:]
     (saved,) = (project / "logs" / "rsl_rl").glob("*/*/params")
-    ours = run_dir / "trials" / f"{trial:04d}" / ilc.PARAMS_DIR
+    ours = run_dir / "trials" / f"{trial:04d}" / ilpar.PARAMS_DIR
     for kind in ("agent", "env"):
-        theirs = ilc.read_params(saved / f"{kind}.yaml")
-        assert ilc.params_differences(kind, ilc.read_params(ours / f"{kind}.yaml"), theirs) == {}, kind
+        theirs = ilpar.read_params(saved / f"{kind}.yaml")
+        assert ilpar.params_differences(kind, ilpar.read_params(ours / f"{kind}.yaml"), theirs) == {}, kind
     return doc
 
 
