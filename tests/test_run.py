@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from sweep import run as run_mod
-from sweep.analysis.summary import usd_text
+from sweep.analysis.texts import usd_text
 from sweep.ledger import LedgerView, metrics, read_rows
 from tests.helpers import ROOT, run_in_process, run_module
 from tests.replay_table import write_table, write_yardstick_table

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweep.analysis.summary import describe_params
+from sweep.analysis.texts import describe_params
 from sweep.contract import TrialConfig, TrialState
 from sweep.ledger import LedgerView, Row, metrics
 from sweep.prices import usd
@@ -23,7 +23,7 @@ class TrialStatus:
 
     trial: int
     config: str
-    """The config in words (:func:`sweep.analysis.summary.describe_params`)."""
+    """The config in words (:func:`sweep.analysis.texts.describe_params`)."""
     seed: int
     """Its training seed."""
     phase: str

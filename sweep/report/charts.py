@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from sweep.analysis.evidence import ConfigStat
-from sweep.analysis.summary import describe_params
+from sweep.analysis.texts import describe_params
 from sweep.config import KNOB_NAMES
 from sweep.contract import TrialState
 from sweep.ledger import PHASES

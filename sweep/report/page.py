@@ -18,8 +18,6 @@ from sweep import runlock
 from sweep.analysis.evidence import ConfigStat, config_stats
 from sweep.analysis.summary import (
     Summary,
-    changed_flags,
-    ci_text,
     decision_lines,
     failure_line,
     reached_text,
@@ -27,6 +25,7 @@ from sweep.analysis.summary import (
     states_text,
     summarize,
 )
+from sweep.analysis.texts import changed_flags, ci_text
 from sweep.ledger import NOT_RUN, PHASES, LedgerView, Row, end_label, metrics, read_rows, repair
 from sweep.report.charts import (
     KNOB_COLUMNS,

@@ -152,12 +152,6 @@ def test_trials_the_study_stopped_itself_are_billed_and_told_apart() -> None:
     assert own.cut_short == (0, 0.0) and "cut short" not in run_text(own)
 
 
-def test_a_saving_too_small_for_4_decimals_keeps_2_significant_digits() -> None:
-    assert summary.usd_text(0.0123) == "$0.0123" and summary.usd_text(0.0) == "$0.0000"
-    assert summary.usd_text(1.87e-5) == "$0.000019"  # not "$0.0000" beside "pays for itself after 368.6 runs"
-    assert summary.usd_text(2.3e-7) == "$0.00000023"
-
-
 def test_the_printout_says_when_the_run_folder_no_longer_holds_the_recommended_checkpoint(tmp_path: Path) -> None:
     run_dir, _ = write_run(tmp_path)  # trial 3 reached; its checkpoint file was never written
     ledger = run_dir / "ledger.jsonl"
