@@ -180,7 +180,6 @@ def test_exporting_a_run_where_no_trial_reached_is_one_line(tmp_path: Path) -> N
     assert "no ledger.jsonl" in one_error_line(nowhere)
 
 
-@pytest.mark.slow
 def test_exporting_a_run_whose_checkpoint_is_missing_is_one_line(reached_run, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     shutil.copytree(reached_run[0], run_dir, ignore=shutil.ignore_patterns("exported"))

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from tests.helpers import run_module
 
 
-@pytest.mark.slow
 def test_each_verb_runs_its_module_and_an_unknown_one_is_a_usage_line(tmp_path: Path) -> None:
     usage = run_module("sweep", "walk", cwd=tmp_path)
     assert usage.returncode == 2 and usage.stderr.startswith("usage: sweep {run,trial,report,export,init}")

@@ -86,14 +86,15 @@ def main(argv: list[str], run: Callable[..., Row]) -> int:
     from sweep.config.validation import check_run_id
     from sweep.ledger import LedgerWriter, read_rows
 
-    cfg, extra = config_from_overrides(parse_overrides(argv))
+    overrides = parse_overrides(argv)
+    run_id = str(overrides.get("run_id") or time.strftime("trial-%Y%m%d-%H%M%S"))
+    check_run_id(run_id, "command line")  # before the backend is built (torch): a bad name costs no import
+    cfg, extra = config_from_overrides(overrides)
     get_backend(cfg.backend).preflight(cfg.profile, cfg.backend_options, success_rule(cfg))
     from sweep.backends.base import resolve_device  # imports torch: once the config has passed its checks
 
     device = resolve_device(cfg.device)
     price = resolve_price(extra, device)
-    run_id = str(extra.get("run_id") or time.strftime("trial-%Y%m%d-%H%M%S"))
-    check_run_id(run_id, "command line")
     out = Path(str(extra.get("out") or Path("reports") / run_id))
     try:
         out.mkdir(parents=True, exist_ok=True)

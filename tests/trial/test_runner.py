@@ -209,8 +209,9 @@ def test_ledger_keeps_rows_when_the_trial_process_is_killed(tmp_path: Path) -> N
 
 def test_a_probe_trains_one_round_and_runs_no_held_out_pass(tmp_path: Path) -> None:
     rows = []
-    final = runner.run_trial(tiny(phase="probe"), lambda r: rows.append(r) or CONTINUE, out_dir=tmp_path)
-    cfg = tiny()
+    probe = tiny(eval_every_steps=32, phase="probe")  # a round of 2 iterations
+    final = runner.run_trial(probe, lambda r: rows.append(r) or CONTINUE, out_dir=tmp_path)
+    cfg = tiny(eval_every_steps=32)
     assert rows == [final] and final.cause == EndCause.PROBE and final.phase == "probe"
     assert final.iteration == cfg.eval_every
     assert final.env_steps == cfg.eval_every * cfg.num_envs * cfg.num_steps_per_env
