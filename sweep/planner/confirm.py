@@ -138,7 +138,7 @@ class Confirmation:
         """The search is over: None when there are finalists to confirm, else why there is nothing to confirm."""
         if self.candidates(rows):
             return None
-        return Done("no config reached the target in the search: nothing to confirm")
+        return Done("no searched config other than the baseline reached the target: nothing to confirm")
 
     def next(self, ends: Mapping[int, Row], rows: Iterable[Row], number: int) -> Start | Wait | Done:
         """The trial to start as the study's trial ``number``: a probe not yet run, then (:func:`plan` over every

@@ -209,6 +209,6 @@ def test_no_confirmation_when_nothing_reached(tmp_path: Path) -> None:
     costs = {k: {s: 500 for s in range(1, 5)} for k in (A, B, C, D)}
     p = planner(make_cfg(tmp_path, costs), tmp_path / "run")
     p.run()
-    assert p.phase.why == "no config reached the target in the search: nothing to confirm"
+    assert p.phase.why == "no searched config other than the baseline reached the target: nothing to confirm"
     assert [phase for phase, _ in p.phase.log] == [Phase.DRAINING, Phase.OVER]
     assert all(r.phase == "search" for r in p.rows)

@@ -35,5 +35,6 @@ def test_the_first_stop_stands_and_ctrl_c_says_what_the_user_did() -> None:
 def test_a_drained_search_with_nothing_to_confirm_ends_with_why() -> None:
     phase = StudyPhase()
     phase.close("every feasible config tried (8)")
-    phase.finish("no config reached the target in the search: nothing to confirm")
-    assert phase.log[-1] == (Phase.OVER, "no config reached the target in the search: nothing to confirm")
+    why = "no searched config other than the baseline reached the target: nothing to confirm"
+    phase.finish(why)
+    assert phase.log[-1] == (Phase.OVER, why)
