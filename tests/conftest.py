@@ -1,5 +1,5 @@
-"""Shared test set-up: a session-wide XLA compile cache so each simulator shape compiles once; one reached trial; one
-offline Isaac Lab asset root."""
+"""Shared test set-up: a session-wide XLA compile cache so each simulator shape compiles once; temporary folders on a
+RAM disk where there is one; one reached trial; one offline Isaac Lab asset root."""
 
 from __future__ import annotations
 
