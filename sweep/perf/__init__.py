@@ -35,6 +35,7 @@ _ACTING = {
     "enable_compile_cache": "apply",
     "EpisodeStats": "stats",
     "check_nan": "stats",
+    "nonfinite_parts": "stats",
 }
 
 

@@ -1,6 +1,9 @@
-"""Training-episode statistics and the per-step NaN scan, each with a device-friendly variant."""
+"""Training-episode statistics and the per-step NaN scan, each with a device-friendly variant; the per-round check
+that the learner's own weights are still finite."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 from tensordict import TensorDict
@@ -64,3 +67,23 @@ def check_nan(obs: TensorDict, rewards: torch.Tensor, dones: torch.Tensor) -> No
         raise ValueError("diverged: rewards contain NaN")
     if torch.isnan(dones.float()).any():
         raise ValueError("diverged: dones contain NaN")
+
+
+def nonfinite_parts(alg: Any) -> list[str]:
+    """The parts of a PPO learner holding a non-finite value, in words ('actor weights', 'critic buffers': a buffer
+    is the observation normalizer's running mean and variance); empty when all are finite. One device sync.
+
+    A learner whose weights turned NaN can never recover: the fast finite check skips each update after that (its
+    gradients are NaN too) and rsl-rl's own update trains on, so the trial checks once per round and ends itself."""
+    groups: dict[str, list[torch.Tensor]] = {}
+    for name in ("actor", "critic"):
+        module = getattr(alg, f"_raw_{name}", None) or getattr(alg, name, None)
+        if module is None:
+            continue
+        groups[f"{name} weights"] = list(module.parameters())
+        groups[f"{name} buffers"] = [b for b in module.buffers() if b.is_floating_point()]
+    checks = {part: torch.stack([torch.isfinite(t).all() for t in ts]).all() for part, ts in groups.items() if ts}
+    if not checks:
+        return []
+    finite = torch.stack(list(checks.values())).tolist()
+    return [part for part, ok in zip(checks, finite, strict=True) if not ok]

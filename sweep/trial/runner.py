@@ -1,9 +1,10 @@
 """One trial: build the envs and rsl-rl PPO, train with phase timers, evaluate on held-out seeds, stop.
 
 Reads top to bottom: :func:`run_trial` builds, compiles, then loops rollout -> learn -> log, and
-every ``eval_every`` iterations evaluates and checkpoints, hands a ledger row to ``sink`` and obeys
-its answer. It ends ``reached`` (held-out success >= target), ``capped`` (per-trial cap or stop
-asked), ``pruned`` (the planner said so) or ``failed`` (with the reason). ``mode='stock'`` trains
+every ``eval_every`` iterations checks that the learner's weights are finite, evaluates and
+checkpoints, hands a ledger row to ``sink`` and obeys its answer. It ends ``reached`` (held-out
+success >= target), ``capped`` (per-trial cap or stop asked), ``pruned`` (the planner said so) or
+``failed`` (with the reason: "diverged: ..." for non-finite weights). ``mode='stock'`` trains
 with rsl-rl's own ``OnPolicyRunner.learn`` unchanged, as the baseline.
 
 CLI: ``python -m sweep.trial num_envs=256 num_steps_per_env=24 profile=cpu price.gpu=h200``.
@@ -260,6 +261,10 @@ def train(cfg: TrialConfig, built: Built, clock: PhaseClock, log: TrialLog) -> R
         )
         if cfg.phase == "probe":  # a throughput probe measures one round of training, nothing else
             return log.end(PROBE_END)
+        broken = perf.nonfinite_parts(built.alg)
+        if broken:  # it cannot recover: every later round would be billed for nothing
+            why = f"diverged: non-finite {' and '.join(broken)} by iteration {log.progress.iteration}"
+            return log.end((TrialState.FAILED, EndCause.FAILED, why))
         capped = cap_reached(cfg, clock.billable_s(), clock.seconds)
         # the cap's pass always runs: nothing goes unevaluated
         if capped or pass_due(getattr(log.progress, cfg.eval_gate_signal), cfg.eval_gate):

@@ -13,6 +13,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
+import torch
 
 import sweep.trial.cli as trial_cli
 import sweep.trial.runner as runner
@@ -165,6 +166,28 @@ def test_passes_are_skipped_while_the_training_signal_is_low_and_the_cap_always_
     assert final.eval_episodes == tiny().eval_episodes and (final.success is not None or final.success_max is not None)
     if final.state == "capped":
         assert final.phases_s["eval"] > eval_s[-1]
+
+
+def test_a_learner_whose_weights_turned_non_finite_ends_failed_at_the_round_s_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With the fast finite check no step fails on a NaN: without the per-round check this trial would train on to its
+    # 30 s cap. The critic is poisoned: a NaN actor fails at once on a CPU (torch's sampler checks its std there, not
+    # on a GPU).
+    compile_training = runner.compile_training
+
+    def poisoned(built) -> None:
+        compile_training(built)
+        with torch.no_grad():
+            next(built.alg.critic.parameters()).view(-1)[0] = float("nan")
+
+    monkeypatch.setattr(runner, "compile_training", poisoned)
+    rows: list = []
+    cfg = tiny(cap_s=30, flags={"compile_cache": True, "fast_finite_check": True})
+    final = runner.run_trial(cfg, lambda r: rows.append(r) or CONTINUE, out_dir=tmp_path)
+    assert final.state == TrialState.FAILED and final.cause == EndCause.FAILED
+    assert final.reason == f"diverged: non-finite critic weights by iteration {cfg.eval_every}", final.reason
+    assert [r.state for r in rows] == ["failed"] and final.iteration == cfg.eval_every
 
 
 def test_stock_mode_runs_rsl_rl_unchanged(tmp_path: Path) -> None:
