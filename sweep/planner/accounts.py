@@ -1,7 +1,8 @@
 """A study's money, read from its ledger rows: what is spent, what running trials hold in reserve, the best cost to
 target and what a new trial may spend. The planner decides with these figures; they are never kept apart from the
 rows, so a resumed study reads the same figures from its ledger. The budget rules (:func:`allowance_usd`,
-:func:`reserve_usd`, :func:`can_start`, :func:`confirm_allowance_usd`) live here and only here: every running trial
+:func:`reserve_usd`, :func:`fitted_usd`, :func:`search_allowance_usd`, :func:`confirm_allowance_usd`) live here and
+only here: every running trial
 is reserved what it may still spend, so no trial starts that the budget cannot pay.
 
 All figures are USD. "Equal terms" leaves one-time start-up and compilation out (what the pruner and the ranking
@@ -38,9 +39,29 @@ def reserve_usd(spent_usd: float, allowance: float) -> float:
     return max(spent_usd, allowance * RESERVE_MARGIN)
 
 
-def can_start(budget_usd: float, finished_usd: float, running_reserved_usd: float, allowance: float) -> bool:
-    """A trial starts only if the budget left after every running trial's reservation pays its own."""
-    return budget_usd - finished_usd - running_reserved_usd >= reserve_usd(0.0, allowance)
+def fitted_usd(left_usd: float, wanted_usd: float, floor_usd: float | None) -> float | None:
+    """What a trial may spend when the budget has ``left_usd`` after every running trial's reservation (no trial
+    starts that the budget cannot pay): ``wanted_usd`` if that leaves room for its own reservation; else all that is
+    left, if at least ``floor_usd``; else (or with no floor) None."""
+    if left_usd >= reserve_usd(0.0, wanted_usd):
+        return wanted_usd
+    left = left_usd / RESERVE_MARGIN
+    return left if floor_usd is not None and left >= floor_usd else None
+
+
+def search_allowance_usd(
+    budget_usd: float,
+    finished_usd: float,
+    running_reserved_usd: float,
+    allowance: float,
+    best_usd: float | None,
+    one_time_usd: float,
+) -> float | None:
+    """What the next search trial may spend: its ``allowance``; when the search budget left cannot reserve that, what
+    it can (the last trial), if that is at least the best known cost to target plus a trial's one-time costs on
+    average (room for a config that beats the best); else None."""
+    floor = None if best_usd is None else best_usd + one_time_usd
+    return fitted_usd(budget_usd - finished_usd - running_reserved_usd, allowance, floor)
 
 
 def confirm_allowance_usd(
@@ -54,12 +75,8 @@ def confirm_allowance_usd(
     """What the next confirmation trial may spend: the per-trial cap; when the budget left cannot reserve that, what
     it can reserve, if that is at least :data:`CONFIRM_MIN_FACTOR` x the best known cost to target plus the one-time
     costs seen (so the trial that ends a confirmation, often the baseline's, still runs); else None."""
-    if can_start(budget_usd, finished_usd, running_reserved_usd, trial_cap_usd):
-        return trial_cap_usd
-    left = (budget_usd - finished_usd - running_reserved_usd) / RESERVE_MARGIN
-    if best_usd is None or left < CONFIRM_MIN_FACTOR * best_usd + one_time_usd:
-        return None
-    return left
+    floor = None if best_usd is None else CONFIRM_MIN_FACTOR * best_usd + one_time_usd
+    return fitted_usd(budget_usd - finished_usd - running_reserved_usd, trial_cap_usd, floor)
 
 
 class Held(Protocol):
@@ -133,9 +150,10 @@ class Accounts:
             return f"${self.cfg.budget.usd:g}"
         return f"{runs:g} baseline runs (${usd:.4f} at the baseline's mean ${self.baseline_run_usd():.4f})"
 
-    def search_budget_usd(self) -> float:
-        """What the search may commit: the study budget less the share kept for confirmation."""
-        share = self.cfg.confirm.budget_share if self.cfg.confirm.enabled else 0.0
+    def search_budget_usd(self, keep_share: bool = True) -> float:
+        """What the search may commit: the study budget, less the share kept for the confirmation while
+        ``keep_share`` (there is something to confirm: the planner says when)."""
+        share = self.cfg.confirm.budget_share if self.cfg.confirm.enabled and keep_share else 0.0
         return self.budget_usd() * (1.0 - share)
 
     def finished_usd(self) -> float:
@@ -148,10 +166,17 @@ class Accounts:
             reserve_usd(metrics(run.rows[-1]).usd if run.rows else 0.0, run.allowance) for run in self.running.values()
         )
 
-    def search_can_start(self) -> bool:
-        """Whether the search budget, less what ended trials spent and running ones hold, pays one more search trial
-        at its :meth:`allowance` (:func:`can_start`)."""
-        return can_start(self.search_budget_usd(), self.finished_usd(), self.reserved_usd(), self.allowance())
+    def search_allowance(self, keep_share: bool = True) -> float | None:
+        """What the next search trial may spend from :meth:`search_budget_usd` (:func:`search_allowance_usd`): its
+        :meth:`allowance`, or less for the last trial; None when the search budget cannot pay another trial."""
+        return search_allowance_usd(
+            self.search_budget_usd(keep_share),
+            self.finished_usd(),
+            self.reserved_usd(),
+            self.allowance(),
+            self.best_usd(),
+            self.mean_one_time_usd(),
+        )
 
     def confirm_allowance(self) -> float | None:
         """What the next confirmation trial may spend (:func:`confirm_allowance_usd`)."""
@@ -165,4 +190,12 @@ class Accounts:
         )
 
 
-__all__ = ["Accounts", "Held", "allowance_usd", "can_start", "confirm_allowance_usd", "reserve_usd"]
+__all__ = [
+    "Accounts",
+    "Held",
+    "allowance_usd",
+    "confirm_allowance_usd",
+    "fitted_usd",
+    "reserve_usd",
+    "search_allowance_usd",
+]

@@ -9,12 +9,14 @@ twice for the same evidence); after :data:`MAX_REPEATS` repeats in a row the sea
 trial's end is recorded (its ledger row, Optuna's answer, the stop on repeated failures): :mod:`sweep.planner.ends`.
 
 The study's phase (:mod:`sweep.planner.phase`): the search, then with ``confirm.seeds`` > 1 the confirmation of
-:mod:`sweep.planner.confirm` (the ledger's ``phase``): the search keeps ``confirm.budget_share`` of the budget
-uncommitted, then the search's best configs and the baseline re-run on further training seeds, raced, neither pruned
-on cost nor capped below the per-trial cap. Confirmation trials are Optuna trials too (the searcher is not asked),
-billed and counted in the budget like every other. The phase is read from the ledger, so a resumed study continues
-where it stopped. Between and after them the study drains (nothing starts, running trials end on their own); it is
-over when nothing follows, and a stop (budget spent, Ctrl-C, trials failing the same way) stops what still runs.
+:mod:`sweep.planner.confirm` (the ledger's ``phase``). Once a searched config other than the baseline has reached the
+target, the search keeps ``confirm.budget_share`` of the budget uncommitted; until then the whole budget is its own.
+Its last trial runs on what is left, capped to fit. Then the search's best configs and the baseline re-run on further
+training seeds, raced, neither pruned on cost nor capped below the per-trial cap. Confirmation trials are Optuna
+trials too (the searcher is not asked), billed and counted in the budget like every other. The phase is read from the
+ledger, so a resumed study continues where it stopped. Between and after them the study drains (nothing starts,
+running trials end on their own); it is over when nothing follows, and a stop (budget spent, Ctrl-C, trials failing
+the same way) stops what still runs.
 """
 
 from __future__ import annotations
@@ -119,6 +121,8 @@ class Planner:
         self.confirmation = confirm.Confirmation(
             cfg.confirm, self.baseline_params, cfg.seeds.training, space.probed_flags(cfg)
         )
+        self._finalists_seen: tuple[int, bool] = (-1, False)
+        """(rows read, whether the confirmation would have finalists then): :meth:`_keeps_share`'s last answer."""
 
     # -- accounting ------------------------------------------------------------------------------
     def state_counts(self) -> dict[str, int]:
@@ -222,14 +226,29 @@ class Planner:
         if done is not None:
             self.phase.close(done.reason)
             return False
-        if not self.accounts.search_can_start():
-            if not self.running and self.cfg.confirm.enabled:
+        if self._search_allowance() is None:
+            if not self.running and self._keeps_share():
                 share = f"{self.cfg.confirm.budget_share:.0%} of {self.accounts.budget_text()}"
                 self.phase.close(f"search budget spent (the rest, at least {share}, is kept for the confirmation)")
             elif not self.running:
                 self.phase.stop("budget left cannot pay another trial")
             return False
         return True
+
+    def _keeps_share(self) -> bool:
+        """Whether the search leaves ``confirm.budget_share`` of the budget to the confirmation: only once there is
+        something to confirm (a searched config other than the baseline reached the target). Until then the whole
+        budget is the search's: a share kept for a confirmation that cannot happen would go unspent."""
+        if not self.cfg.confirm.enabled or self.baseline_params is None:
+            return False
+        if self._finalists_seen[0] != len(self.rows):
+            found = confirm.finalists(self.rows, self.baseline_params, self.cfg.confirm.top)
+            self._finalists_seen = (len(self.rows), bool(found))
+        return self._finalists_seen[1]
+
+    def _search_allowance(self) -> float | None:
+        """What the next search trial may spend (:meth:`Accounts.search_allowance`); None when it cannot start."""
+        return self.accounts.search_allowance(self._keeps_share())
 
     def _start_trials(self, study: Any) -> None:
         """Start what the searcher proposes (or the confirmation's next trials) while slots and limits allow; a
@@ -254,7 +273,10 @@ class Planner:
             trial, params = proposal.trial, proposal.params
             if self._seeds_exhausted(study, trial, params):
                 return
-            allowance, trial_cfg = self.accounts.allowance(), self._search_config(params, trial.number)
+            allowance, trial_cfg = self._search_allowance(), self._search_config(params, trial.number)
+            assert allowance is not None  # _may_start said so, and nothing has started since
+            if allowance < self.accounts.allowance():  # the last trial: capped at what the budget has left
+                trial_cfg.cap_s = min(trial_cfg.cap_s, seconds(allowance, self.price.usd_per_hour))
             if not proposal.rerun:
                 knobs = trial_params(trial_cfg)
                 found = space.violations(params, self.cfg, self.control_dt_s, self.price.memory_gib)

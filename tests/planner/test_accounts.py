@@ -50,9 +50,10 @@ def test_the_search_keeps_the_confirmations_share_and_stops_when_it_cannot_pay_a
     rows = LedgerView()
     money = Accounts(cfg, PRICE, rows, {})
     assert money.search_budget_usd() == pytest.approx(180.0)
-    assert money.search_can_start()  # $180 pays a $100 trial with its margin
+    assert money.search_allowance() == 100.0  # $180 pays a $100 trial with its margin
     rows.add(end(0, 64, 80.0, state="capped"))
-    assert not money.search_can_start()  # $100 left does not
+    assert money.search_allowance() is None  # $100 left does not (nothing reached: no best to fit a last trial to)
+    assert money.search_allowance(keep_share=False) == 100.0  # the whole $300, with nothing to confirm
 
 
 def test_budget_runs_is_priced_by_the_baselines_mean_to_target_once_one_of_its_trials_reached(tmp_path: Path) -> None:

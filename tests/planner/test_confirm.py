@@ -111,10 +111,12 @@ BUDGETED = {A: {1: 10, 5: 11, 8: 12}, B: {2: 12, 5: 14, 8: 12}, C: {3: 40}, D: {
 
 
 def test_confirmation_is_billed_in_the_budget_and_shown_apart(tmp_path: Path) -> None:
-    # Half of $205 kept for confirmation, trials reserved at the $60 cap + 10%: the search stops after A, B, C
-    # ($62 spent: a 4th trial's $66 would commit more than $102.5). Round 2's D starts on the $54 left (cap $49, at
-    # least twice the best cost, $10); D's third seed would have $14 / 1.1, under that: the confirmation stops.
-    over = {"budget.usd": 205.0, "budget.trial_usd": 60.0, "confirm.budget_share": 0.5}
+    # 66% of $205 kept for confirmation once A reached, trials reserved at the $60 cap + 10%: the search's $69.70
+    # cannot reserve C's $66 after A and B ($22), so C, its last trial, runs capped at what is left ($47.70 / 1.1,
+    # more than the best cost, $10) and costs $40. Then $7.70 is left, too little for a config that beats the best:
+    # the search stops after A, B, C ($62 spent). Round 2's D starts on the $54 left (cap $49, at least twice the best
+    # cost); D's third seed would have $14 / 1.1, under that: the confirmation stops.
+    over = {"budget.usd": 205.0, "budget.trial_usd": 60.0, "confirm.budget_share": 0.66}
     p = planner(make_cfg(tmp_path, BUDGETED, **over), tmp_path / "run")
     p.run()
     rows = read_rows(tmp_path / "run" / "ledger.jsonl")
@@ -123,7 +125,7 @@ def test_confirmation_is_billed_in_the_budget_and_shown_apart(tmp_path: Path) ->
     confirmed = sum(metrics(r).usd for r in ends.values() if r.phase == "confirm")
     assert (search, confirmed) == (62.0, 129.0)  # rounds 1 and 2 of A, B, D
     assert p.phase.log == [
-        (Phase.DRAINING, "search budget spent (the rest, at least 50% of $205, is kept for the confirmation)"),
+        (Phase.DRAINING, "search budget spent (the rest, at least 66% of $205, is kept for the confirmation)"),
         (Phase.CONFIRMATION, ""),
         (Phase.OVER, "budget left cannot pay another confirmation trial"),
     ]
@@ -202,6 +204,25 @@ def test_a_resumed_study_continues_its_confirmation(tmp_path: Path) -> None:
     assert reached == {A: [1, 5, 9], B: [2, 5, 9], C: [3], D: [4, 5, 9]}  # the interrupted one ran again on seed 5
     rec = summary.summarize(resumed.rows).recommendation
     assert rec is not None and rec.config.race_usd == (19.0, 20.0, 21.0)
+
+
+def test_with_nothing_to_confirm_the_search_spends_the_confirmations_share_too(tmp_path: Path) -> None:
+    # A, B and C never reach (capped at $60); D, the baseline, reaches for $28. Half of $300 kept for a confirmation
+    # would stop the search after A and B ($30 left of its $150). With nothing to confirm the search has all of it.
+    costs = {**{k: {s: 500 for s in range(1, 5)} for k in (A, B, C)}, D: {4: 28}}
+    over = {"budget.usd": 300.0, "budget.trial_usd": 60.0, "confirm.budget_share": 0.5}
+    p = planner(make_cfg(tmp_path, costs, **over), tmp_path / "run")
+    p.run()
+    assert [(r.state, metrics(r).usd) for r in LedgerView.of(p.rows).last.values()] == [
+        ("capped", 60.0),
+        ("capped", 60.0),
+        ("capped", 60.0),
+        ("reached", 28.0),
+    ]
+    assert [why for _, why in p.phase.log] == [
+        "trial limit (4) reached",
+        "no searched config other than the baseline reached the target: nothing to confirm",
+    ]
 
 
 def test_no_confirmation_when_nothing_reached(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from sweep.contract import CONTINUE, PRUNE, RESERVE_MARGIN
 from sweep.ledger import Row, summary_figures
-from sweep.planner.accounts import allowance_usd, can_start, reserve_usd
+from sweep.planner.accounts import allowance_usd, confirm_allowance_usd, fitted_usd, reserve_usd, search_allowance_usd
 from sweep.planner.pruner import CostPruner, Verdict
 
 PRICE = 3600.0  # $/hour, so 1 billable second costs $1
@@ -65,9 +65,22 @@ def test_allowance_and_reservations() -> None:
 
 def test_no_trial_starts_that_the_budget_cannot_pay() -> None:
     # budget 10, finished trials spent 4, one running trial reserves 2.2: 3.8 left
-    assert can_start(10.0, 4.0, 2.2, allowance=3.0)  # needs 3.3
-    assert not can_start(10.0, 4.0, 2.2, allowance=3.5)  # needs 3.85
-    assert not can_start(10.0, 10.5, 0.0, allowance=0.1)  # already over
+    assert fitted_usd(10.0 - 4.0 - 2.2, 3.0, None) == 3.0  # needs 3.3
+    assert fitted_usd(10.0 - 4.0 - 2.2, 3.5, None) is None  # needs 3.85
+    assert fitted_usd(10.0 - 10.5, 0.1, None) is None  # already over
+    assert fitted_usd(10.0 - 4.0 - 2.2, 3.5, 3.0) == pytest.approx(3.8 / RESERVE_MARGIN)  # all that is left, >= 3
+
+
+def test_the_last_trial_runs_on_what_is_left_if_a_config_better_than_the_best_still_fits() -> None:
+    # a search budget of 10 with 6.2 spent or held: 3.8 left, 3.45 after the margin; the next trial wants 4
+    left = pytest.approx(3.8 / RESERVE_MARGIN)
+    assert search_allowance_usd(10.0, 4.0, 2.2, 4.0, best_usd=2.0, one_time_usd=1.0) == left
+    assert search_allowance_usd(10.0, 4.0, 2.2, 4.0, best_usd=3.0, one_time_usd=1.0) is None  # 3.45 < 3 + 1
+    assert search_allowance_usd(10.0, 4.0, 2.2, 4.0, best_usd=None, one_time_usd=1.0) is None  # nothing to beat
+    assert search_allowance_usd(10.0, 4.0, 0.0, 4.0, best_usd=3.0, one_time_usd=1.0) == 4.0  # room for all of it
+    # a confirmation trial needs twice the best (the baseline's trial, which ends a confirmation, is no better)
+    assert confirm_allowance_usd(10.0, 4.0, 2.2, 4.0, best_usd=1.0, one_time_usd=1.0) == left
+    assert confirm_allowance_usd(10.0, 4.0, 2.2, 4.0, best_usd=2.0, one_time_usd=1.0) is None
 
 
 def test_summary_counts_pruned_and_failed_spend() -> None:
