@@ -2,8 +2,7 @@
 target and what a new trial may spend. The planner decides with these figures; they are never kept apart from the
 rows, so a resumed study reads the same figures from its ledger. The budget rules (:func:`allowance_usd`,
 :func:`reserve_usd`, :func:`fitted_usd`, :func:`search_allowance_usd`, :func:`confirm_allowance_usd`) live here and
-only here: every running trial
-is reserved what it may still spend, so no trial starts that the budget cannot pay.
+only here: every running trial is reserved what it may still spend, so no trial starts that the budget cannot pay.
 
 All figures are USD. "Equal terms" leaves one-time start-up and compilation out (what the pruner and the ranking
 compare); every spend and reservation counts them.

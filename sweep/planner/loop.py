@@ -274,7 +274,8 @@ class Planner:
             if self._seeds_exhausted(study, trial, params):
                 return
             allowance, trial_cfg = self._search_allowance(), self._search_config(params, trial.number)
-            assert allowance is not None  # _may_start said so, and nothing has started since
+            if allowance is None:  # the budget cannot pay it (_may_start said it could: nothing started since)
+                return
             if allowance < self.accounts.allowance():  # the last trial: capped at what the budget has left
                 trial_cfg.cap_s = min(trial_cfg.cap_s, seconds(allowance, self.price.usd_per_hour))
             if not proposal.rerun:
