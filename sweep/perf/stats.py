@@ -77,7 +77,8 @@ def nonfinite_parts(alg: Any) -> list[str]:
     gradients are NaN too) and rsl-rl's own update trains on, so the trial checks once per round and ends itself."""
     groups: dict[str, list[torch.Tensor]] = {}
     for name in ("actor", "critic"):
-        module = getattr(alg, f"_raw_{name}", None) or getattr(alg, name, None)
+        module = getattr(alg, f"_raw_{name}", None)  # the uncompiled module where torch.compile wrapped it
+        module = getattr(alg, name, None) if module is None else module
         if module is None:
             continue
         groups[f"{name} weights"] = list(module.parameters())
