@@ -156,8 +156,9 @@ class Confirm:
     top: int = 2
     """Candidates confirmed besides the baseline: the search's best configs."""
     budget_share: float = 0.3
-    """Share of ``budget.usd`` kept for confirmation: the search starts no trial that would commit more than the
-    rest (0-1; what the search leaves unspent goes to confirmation too)."""
+    """Share of ``budget.usd`` kept for confirmation once a searched config other than the baseline has reached the
+    target: the search then starts no trial that would commit more than the rest (0-1; what the search leaves unspent
+    goes to confirmation too). Until then there is nothing to confirm and the search may commit all of it."""
     race_factor: float = 1.5
     """A candidate with at least 2 seeds whose mean cost exceeds this times the leader's gets no more seeds."""
     baseline: Baseline = field(default_factory=Baseline)
