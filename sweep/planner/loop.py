@@ -201,7 +201,7 @@ class Planner:
 
     def _over(self, study: Any) -> bool:
         """With nothing running: whether the study has ended; a drained search moves on to the confirmation."""
-        if self.phase.now is Phase.SEARCH and self._may_start(study):
+        if self.phase.now is Phase.SEARCH and self._next_allowance(study) is not None:
             return False
         if self.phase.now is Phase.CONFIRMATION:
             return False
@@ -214,26 +214,29 @@ class Planner:
             self.phase.finish(nothing.reason)
         return True
 
-    def _may_start(self, study: Any) -> bool:
-        """Whether the search may start another trial; if not for good, the search drains (or the study stops)."""
+    def _next_allowance(self, study: Any) -> float | None:
+        """What the search's next trial may spend (:meth:`Accounts.search_allowance`: less than a full allowance for
+        its last trial), or None when the search may not start another; if not for good, the search drains (or the
+        study stops)."""
         if self.phase.now is not Phase.SEARCH:
-            return False
+            return None
         started = study_store.started(study) - len(self.unrun) - study_store.confirmations(study)
         if started >= self.cfg.budget.max_trials:
             self.phase.close(f"trial limit ({self.cfg.budget.max_trials}) reached")
-            return False
+            return None
         done = self.searcher.done(study, self.view)
         if done is not None:
             self.phase.close(done.reason)
-            return False
-        if self._search_allowance() is None:
-            if not self.running and self._keeps_share():
+            return None
+        keep = self._keeps_share()
+        allowance = self.accounts.search_allowance(keep)
+        if allowance is None and not self.running:
+            if keep:
                 share = f"{self.cfg.confirm.budget_share:.0%} of {self.accounts.budget_text()}"
                 self.phase.close(f"search budget spent (the rest, at least {share}, is kept for the confirmation)")
-            elif not self.running:
+            else:
                 self.phase.stop("budget left cannot pay another trial")
-            return False
-        return True
+        return allowance
 
     def _keeps_share(self) -> bool:
         """Whether the search leaves ``confirm.budget_share`` of the budget to the confirmation: only once there is
@@ -246,10 +249,6 @@ class Planner:
             self._finalists_seen = (len(self.rows), bool(found))
         return self._finalists_seen[1]
 
-    def _search_allowance(self) -> float | None:
-        """What the next search trial may spend (:meth:`Accounts.search_allowance`); None when it cannot start."""
-        return self.accounts.search_allowance(self._keeps_share())
-
     def _start_trials(self, study: Any) -> None:
         """Start what the searcher proposes (or the confirmation's next trials) while slots and limits allow; a
         proposal that breaks a constraint or repeats a config that ran is told without running."""
@@ -257,7 +256,7 @@ class Planner:
             self._start_confirmations(study)
             return
         repeats = 0
-        while self.pool.idle() > 0 and self._may_start(study):
+        while self.pool.idle() > 0 and (allowance := self._next_allowance(study)) is not None:
             if self._baseline_due():
                 if not self._run_baseline(study):
                     return
@@ -273,9 +272,7 @@ class Planner:
             trial, params = proposal.trial, proposal.params
             if self._seeds_exhausted(study, trial, params):
                 return
-            allowance, trial_cfg = self._search_allowance(), self._search_config(params, trial.number)
-            if allowance is None:  # the budget cannot pay it (_may_start said it could: nothing started since)
-                return
+            trial_cfg = self._search_config(params, trial.number)
             if allowance < self.accounts.allowance():  # the last trial: capped at what the budget has left
                 trial_cfg.cap_s = min(trial_cfg.cap_s, seconds(allowance, self.price.usd_per_hour))
             if not proposal.rerun:
