@@ -121,8 +121,6 @@ class Planner:
         self.confirmation = confirm.Confirmation(
             cfg.confirm, self.baseline_params, cfg.seeds.training, space.probed_flags(cfg)
         )
-        self._finalists_seen: tuple[int, bool] = (-1, False)
-        """(rows read, whether the confirmation would have finalists then): :meth:`_keeps_share`'s last answer."""
 
     # -- accounting ------------------------------------------------------------------------------
     def state_counts(self) -> dict[str, int]:
@@ -244,10 +242,7 @@ class Planner:
         budget is the search's: a share kept for a confirmation that cannot happen would go unspent."""
         if not self.cfg.confirm.enabled or self.baseline_params is None:
             return False
-        if self._finalists_seen[0] != len(self.rows):
-            found = confirm.finalists(self.rows, self.baseline_params, self.cfg.confirm.top)
-            self._finalists_seen = (len(self.rows), bool(found))
-        return self._finalists_seen[1]
+        return bool(confirm.finalists(self.rows, self.baseline_params, self.cfg.confirm.top))
 
     def _start_trials(self, study: Any) -> None:
         """Start what the searcher proposes (or the confirmation's next trials) while slots and limits allow; a
