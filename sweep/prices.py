@@ -44,7 +44,7 @@ def resolve(gpu: str, kind: str = "on_demand", usd_per_hour: float | None = None
     name = gpu.lower()
     if name not in rows:
         raise ConfigError(
-            f"{key}.gpu: unknown GPU '{gpu}'; known: {', '.join(sorted(rows))}, or give {key}.usd_per_hour"
+            f"{key}.gpu: unknown GPU {gpu!r}; known: {', '.join(sorted(rows))}, or give {key}.usd_per_hour"
         )
     if kind not in KINDS:
         raise ConfigError(f"{key}.kind: unknown price kind '{kind}'; use one of {', '.join(KINDS)}")

@@ -31,3 +31,10 @@ def test_resolve() -> None:
 def test_bad_prices(args: tuple, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         prices.resolve(*args)
+
+
+def test_an_unknown_gpu_with_a_line_break_is_named_on_one_line() -> None:
+    # found by tests/test_bad_input_properties.py: a drawn name holding a newline split the error over two lines
+    with pytest.raises(ConfigError) as caught:
+        prices.resolve("h\n100")
+    assert "\n" not in str(caught.value) and "'h\\n100'" in str(caught.value)
