@@ -47,7 +47,7 @@ def resolve(gpu: str, kind: str = "on_demand", usd_per_hour: float | None = None
             f"{key}.gpu: unknown GPU {gpu!r}; known: {', '.join(sorted(rows))}, or give {key}.usd_per_hour"
         )
     if kind not in KINDS:
-        raise ConfigError(f"{key}.kind: unknown price kind '{kind}'; use one of {', '.join(KINDS)}")
+        raise ConfigError(f"{key}.kind: unknown price kind {kind!r}; use one of {', '.join(KINDS)}")
     row = rows[name]
     return Price(float(row[kind]), f"{name} {kind} ({row['date']})", name, row.get("memory_gib"))
 
