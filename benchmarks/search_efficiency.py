@@ -32,7 +32,8 @@ target or the per-trial cap and spend their whole budget. The yardstick (docs/be
   95% intervals resample distinct outcomes (a cluster bootstrap), never copies of one.
 
 Per strategy and budget one line, e.g. ``planner-cost budget 6 runs: correct 37/40, median study 5.8 runs,
-recommended/baseline 0.71x``, then a table with the intervals.
+recommended/baseline 0.71x``, then a table with the intervals, and how many studies trained a correct config at all
+(search or confirmation) and how many of those recommended one: search breadth apart from the choice.
 
     python benchmarks/search_efficiency.py benchmarks/data/h200_grid3.json --budget-runs 4,6,8,12 --reps 40
 """
@@ -422,6 +423,9 @@ class Study:
     """Billed spend, every trial (search and confirmation; ASHA: every stretch)."""
     outcome: tuple
     """What it drew and paid, in order, and what it recommended: equal for studies that ran alike."""
+    ran: frozenset[tuple] = frozenset()
+    """The configs it trained (search and confirmation; not a throughput probe): whether it ever ran a correct one
+    tells search breadth from the choice among what it ran."""
 
 
 def planner_study(rows: list[Row]) -> Study:
@@ -430,14 +434,15 @@ def planner_study(rows: list[Row]) -> Study:
     rec = summarize(rows).recommendation
     key = TrialParams.identity(rec.config.params) if rec is not None else None
     paid = tuple((TrialParams.identity(r.params), round(float(r.billable_s), 6)) for r in ends)
-    return Study(key, sum(metrics(r).usd for r in ends), (paid, key))
+    ran = frozenset(TrialParams.identity(r.params) for r in ends if r.phase != "probe")
+    return Study(key, sum(metrics(r).usd for r in ends), (paid, key), ran)
 
 
 def stretches_study(stretches: list[Stretch]) -> Study:
     """A study of random search or ASHA from what it paid for."""
     key = cheapest_reached(stretches)
     paid = tuple((s.key, round(s.usd, 6)) for s in stretches)
-    return Study(key, sum(s.usd for s in stretches), (paid, key))
+    return Study(key, sum(s.usd for s in stretches), (paid, key), frozenset(s.key for s in stretches))
 
 
 @dataclass(frozen=True)
@@ -455,6 +460,8 @@ class Verdict:
     """Recommendations without held-out recordings (their ratio from the table's own recordings)."""
     none: int
     """Studies that recommended nothing."""
+    ran_correct: tuple[bool, ...] = ()
+    """Each study trained a correct config (:attr:`Study.ran`), whatever it recommended."""
 
     def line(self) -> str:
         """The one line of the yardstick, e.g. 'planner-cost budget 6 runs: correct 37/40, median study 5.8 runs,
@@ -471,9 +478,10 @@ class Verdict:
 
 def judge(label: str, studies: list[Study], t: Truth) -> Verdict:
     """Each study's recommendation against the held-out truth, its spend in baseline runs and its ratio."""
-    correct, ratios, unjudged, none = [], [], 0, 0
+    correct, ran, ratios, unjudged, none = [], [], [], 0, 0
     for s in studies:
         correct.append(s.recommended in t.correct)
+        ran.append(bool(s.ran & t.correct))
         if s.recommended is None:
             none += 1
             ratios.append(1.0)  # nothing recommended: the user keeps the baseline
@@ -483,7 +491,7 @@ def judge(label: str, studies: list[Study], t: Truth) -> Verdict:
             unjudged += 1
             ratios.append(t.in_sample.get(s.recommended, float("inf")) / t.held_out_baseline_usd)
     runs = tuple(s.spent_usd / t.unit_usd for s in studies)
-    return Verdict(label, tuple(studies), tuple(correct), runs, tuple(ratios), unjudged, none)
+    return Verdict(label, tuple(studies), tuple(correct), runs, tuple(ratios), unjudged, none, tuple(ran))
 
 
 def per_correct(to_correct: list[float], total: list[float]) -> float:
@@ -533,7 +541,8 @@ def details(v: Verdict) -> str:
     return (
         f"| {v.label} | {sum(v.correct)}/{n} ({100 * lo:.0f}-{100 * hi:.0f}%) | {v.distinct} | "
         f"{median(every):.1f} ({mlo:.1f}-{mhi:.1f}) | {per(every):.1f} ({plo:.1f}-{phi:.1f}) | "
-        f"{statistics.median(v.ratios):.2f} | {v.unjudged} | {v.none} |"
+        f"{statistics.median(v.ratios):.2f} | {v.unjudged} | {v.none} | {sum(v.ran_correct)}/{n}, "
+        f"{sum(c for c, r in zip(v.correct, v.ran_correct, strict=True) if r)} of them correct |"
     )
 
 
@@ -628,7 +637,7 @@ def main() -> None:
     print(
         "\n| line | correct (95% interval) | distinct outcomes | median study, runs (95% interval) | runs per correct "
         "recommendation (95% interval) | recommended/baseline, median | recommended without held-out recordings | "
-        "no recommendation |\n|---|---|---|---|---|---|---|---|"
+        "no recommendation | trained a correct config |\n|---|---|---|---|---|---|---|---|---|"
     )
     for v in verdicts:
         print(details(v))

@@ -55,13 +55,15 @@ def test_a_recommendation_is_judged_on_held_out_means_and_one_outside_them_is_wr
     bench = search_efficiency()
     t = bench.truth(load_table(str(table)), 0.9, 0.10)
     studies = [
-        bench.Study(key(A), 42.0, ("a",)),
-        bench.Study(key(D), 63.0, ("d",)),  # no held-out recording: wrong, its ratio from the replayed ones
+        bench.Study(key(A), 42.0, ("a",), frozenset({key(A), key(C)})),
+        bench.Study(key(D), 63.0, ("d",), frozenset({key(D)})),  # no held-out recording: wrong, ratio from replay
         bench.Study(None, 21.0, ("none",)),  # nothing recommended: the user keeps the baseline
-        bench.Study(key(C), 84.0, ("c",)),
+        bench.Study(key(C), 84.0, ("c",), frozenset({key(B), key(C)})),  # ran a correct config, recommended another
     ]
     v = bench.judge("planner-cost budget 6 runs", studies, t)
     assert v.correct == (True, False, False, False) and (v.unjudged, v.none) == (1, 1)
+    assert v.ran_correct == (True, False, False, True)  # breadth: it trained a correct config
+    assert bench.details(v).endswith("| 2/4, 1 of them correct |")
     assert v.runs == pytest.approx((2.1, 3.15, 1.05, 4.2))  # billed spend over the baseline's replayed mean
     assert v.ratios == pytest.approx((11.0 / 21.0, 25.0 / 21.0, 1.0, 40.5 / 21.0))
     assert v.line() == "planner-cost budget 6 runs: correct 1/4, median study 2.6 runs, recommended/baseline 1.10x"
