@@ -119,12 +119,13 @@ def record_cost(record: dict[str, Any], target: float) -> tuple[float, bool]:
     when it never reached it; and whether it reached it."""
     for point in record["curve"]:
         if point.get("success") is not None and point["success"] >= target:
-            return _equal_terms_s(point), True
+            return equal_terms_s(point), True
     last = record["curve"][-1] if record["curve"] else {"billable_s": record["end"].get("billable_s", 0.0)}
-    return _equal_terms_s(last), False
+    return equal_terms_s(last), False
 
 
-def _equal_terms_s(point: dict[str, Any]) -> float:
+def equal_terms_s(point: dict[str, Any]) -> float:
+    """A recorded checkpoint's billable seconds less its one-time start-up and compilation."""
     return max(0.0, point["billable_s"] - one_time_s(point.get("phases_s", {})))
 
 
@@ -345,7 +346,7 @@ def run_random(table: dict[str, Any], seed: int, budget_usd: float, cap_usd: flo
         stop_s = min(cap_usd / USD_PER_S, left_s)
         _, hit, paid_s = _run_to(record, 0.0, stop_s, stop_s, target)
         total += paid_s * USD_PER_S
-        stretches.append(Stretch(key, paid_s * USD_PER_S, _equal_terms_s(hit) * USD_PER_S if hit else None))
+        stretches.append(Stretch(key, paid_s * USD_PER_S, equal_terms_s(hit) * USD_PER_S if hit else None))
     return stretches
 
 
@@ -386,7 +387,7 @@ def run_asha(
         upto, hit, paid_s = _run_to(record, start, limits[rung], stop_s, target)
         at_s[key] = start + paid_s
         total += paid_s * USD_PER_S
-        stretches.append(Stretch(key, paid_s * USD_PER_S, _equal_terms_s(hit) * USD_PER_S if hit else None))
+        stretches.append(Stretch(key, paid_s * USD_PER_S, equal_terms_s(hit) * USD_PER_S if hit else None))
         returns = [p.get("mean_return") for p in upto if p.get("mean_return") is not None]
         scores[rung][key] = returns[-1] if returns else float("-inf")
         if hit is not None or not record["curve"] or at_s[key] >= record["curve"][-1]["billable_s"]:
