@@ -1,0 +1,44 @@
+#!/bin/bash
+# The held-out recordings still missing from benchmarks/data/h200_grid3.json (benchmarks/README.md, "Held-out
+# recordings"), recorded on one NVIDIA H200 (the table's GPU: merge refuses another) over device calls of at most 10
+# minutes. On the device machine, from the project root, once the recording wheels are in /tmp/site:
+#   bash benchmarks/held_out_h200.sh detach <seconds>   # copies the tree to /tmp/held_out and starts the recorder there
+#   bash benchmarks/held_out_h200.sh follow <wait_s>    # each next call (within 30 s): waits for it
+# The recorder runs in its own process session, outlives the call that started it, starts no trial that could end
+# past <seconds>, and resumes from its .jsonl (the committed one, as the first call brings it), so a later session
+# goes on where this one stopped. Every call copies the recording (.json, .jsonl) and the console log to $OUT; here,
+# copy them over benchmarks/data/ (the .jsonl only grows) and merge (the README's command).
+set -u
+OUT=${OUT:-/tmp/out}
+W=/tmp/held_out
+NAME=h200_grid3_held_out
+LOG=$W/$NAME.log
+PID=$W/$NAME.pid
+what=$1; limit=$2
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
+echo "GPU: $gpu"
+case "$what" in
+  detach)
+    case "$gpu" in *H200*) ;; *) echo "not an H200: the table's recordings are an H200's; nothing started" >&2; exit 3 ;; esac
+    rm -rf "$W" && mkdir -p "$W" && cp -r . "$W/tree"
+    cd "$W/tree" || exit 1
+    # the new session's shell writes its pid, then becomes the recorder (the pid follow watches)
+    GIT_PYTHON_REFRESH=quiet PYTHONPATH=/tmp/site:$PWD XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 \
+      setsid bash -c 'echo $$ > "$0"; exec "$@"' "$PID" \
+      python benchmarks/record_trials.py grid --configs 4096x24:stock --top 16 --from benchmarks/data/h200_grid3.json \
+      --held-out --seeds 4,5,6 --cap-s 90 --stepped-passes --stop-after-s "$limit" \
+      --out "benchmarks/data/$NAME.json" > "$LOG" 2>&1 < /dev/null &
+    sleep 1
+    echo "detached: pid $(cat "$PID"), log $LOG" ;;
+  follow)
+    end=$((SECONDS + limit))
+    while kill -0 "$(cat "$PID")" 2> /dev/null && [ $SECONDS -lt $end ]; do sleep 5; done
+    if kill -0 "$(cat "$PID")" 2> /dev/null; then echo "running"; else echo "ended"; fi ;;
+  *)
+    echo "usage: held_out_h200.sh detach|follow <seconds>" >&2; exit 2 ;;
+esac
+mkdir -p "$OUT"
+cp "$W/tree/benchmarks/data/$NAME".json* "$OUT/" 2> /dev/null
+grep -v "^Failed to import" "$LOG" > "$OUT/$NAME.log" 2> /dev/null
+tail -n 20 "$OUT/$NAME.log"
+ls -la "$OUT"
