@@ -15,6 +15,8 @@ Builds one real trial (:func:`sweep.trial.runner.build`: env, learner, the given
   (:class:`FreshEvents`);
 - ``signals``: what a checkpoint reads of the training side (on-track share, mean return, training success);
 - ``row figures``: the row's peak-memory figures (:func:`sweep.trial.runner.peak_memory_gib`);
+- ``finite check``: whether the learner's weights and buffers are all finite (:func:`sweep.perf.nonfinite_parts`),
+  what ends a diverged trial after each round;
 - ``checkpoint``: ``PPO.save()`` and its files (:func:`sweep.checkpoints.save`), the 'checkpoint' phase;
 - ``scalars``: a row's TensorBoard scalars (:class:`sweep.trial.tblog.TrialScalars`), in the 'log' phase.
 
@@ -35,7 +37,7 @@ from typing import Any
 
 import torch
 
-from sweep import checkpoints
+from sweep import checkpoints, perf
 from sweep.contract import TrialConfig, TrialState
 from sweep.ledger import PhaseClock, PhaseSeconds, Progress, TrialRows
 from sweep.params import trial_params
@@ -127,6 +129,7 @@ def measure(cfg: TrialConfig, rounds: int, repeats: int, out_dir: Path) -> dict[
             "empty phase": empty_phase,
             "signals": signals,
             "row figures": lambda: peak_memory_gib(built.device, built.env),
+            "finite check": lambda: perf.nonfinite_parts(built.alg),
             "checkpoint": save,
             "scalars": lambda: scalars.write(row),
         }

@@ -16,7 +16,7 @@ def test_each_piece_of_a_real_loop_is_timed_and_every_round_counted(tmp_path: Pa
         values = figures[f"{name} ms per iteration, each round"]
         assert len(values) == 2 and all(v >= 0 for v in values)
     ms = figures["median ms a call"]
-    assert set(ms) == {"sync", "env sync", "torch sync", "empty phase", "signals", "row figures", "checkpoint",
-                       "scalars", "policy timer", "policy timer, new events"}  # fmt: skip
-    assert ms["checkpoint"] > 0 and ms["scalars"] > 0 and ms["empty phase"] > 0
+    assert set(ms) == {"sync", "env sync", "torch sync", "empty phase", "signals", "row figures", "finite check",
+                       "checkpoint", "scalars", "policy timer", "policy timer, new events"}  # fmt: skip
+    assert ms["checkpoint"] > 0 and ms["scalars"] > 0 and ms["empty phase"] > 0 and ms["finite check"] > 0
     assert (tmp_path / "trials" / "0000" / "checkpoint.pt").is_file()  # the checkpoint it timed was written
