@@ -188,7 +188,7 @@ def resolve_runtime(cfg: config_mod.RunConfig, has_gpu: bool) -> tuple[str, Any,
     backend = get_backend(cfg.backend)
     check_imports(DRIVER_MODULES, who="sweep.run's driver and report")
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", cfg.device):
-        raise ConfigError(f"{cfg.space}: device: '{cfg.device}' is not a device; use auto, cpu, cuda or cuda:N")
+        raise ConfigError(f"{cfg.space}: device: {cfg.device!r} is not a device; use auto, cpu, cuda or cuda:N")
     if cfg.workers.address is None:  # a cluster's workers may have what this driver lacks
         check_imports(
             ("sweep.trial", *backend.requires), who=f"the trials of backend {cfg.backend}", noise=backend.import_noise

@@ -283,3 +283,13 @@ def test_a_study_that_does_not_match_the_ledger_is_refused_before_ray_starts(
     assert f"resume={run_dir}" in line and "the ledger keeps every row and dollar" in line
     assert ("cannot be read" in line) if damage != "other study" else ("lacks trial(s) 1" in line)
     assert (run_dir / "ledger.jsonl").read_bytes() == before
+
+
+@pytest.mark.parametrize(("key", "value"), [("device", "\n"), ("backend", "\u2028"), ("new\nkey", 1)])
+def test_a_value_or_key_holding_a_line_break_is_still_refused_in_one_line(key: str, value, tmp_path: Path, capsys):
+    # found by tests/test_bad_input_properties.py: device "\n" split its error over two lines; an unknown key is
+    # quoted as written, so the printer escapes every line break, "\n" too
+    path = tmp_path / "space.yaml"
+    path.write_text(yaml.safe_dump({**GOOD, key: value}))
+    line = reject([f"space={path}", f"out={tmp_path / 'reports'}"], capsys)
+    assert repr(key)[1:-1] in line, line
