@@ -21,7 +21,7 @@ def parse_overrides(argv: Sequence[str], text_keys: frozenset[str] = frozenset()
     out: dict[str, Any] = {}
     for arg in argv:
         if "=" not in arg or arg.startswith("="):
-            raise SweepError(f"argument '{arg}': expected key=value (for example num_envs=256)")
+            raise SweepError(f"argument {arg!r}: expected key=value (for example num_envs=256)")
         key, raw = arg.split("=", 1)
         if key.strip() in out:
             raise SweepError(f"command line: {key.strip()} is given twice; keep one {key.strip()}=... argument")
@@ -54,12 +54,12 @@ def run_main(main: Callable[[list[str]], int | None], argv: Sequence[str] | None
     sys.exit(code or 0)
 
 
-#: Characters that end a line for ``str.splitlines`` (a value quoted in a message may hold them).
-_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+#: Characters that end a line for ``str.splitlines`` besides "\n" (a value quoted in a message may hold them).
+_BREAKS = "\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
 
 
 def printable(message: str) -> str:
-    """``message`` with every line break escaped, so an error is one line whatever value it quotes."""
+    """``message`` with every line break but "\n" escaped, so an error is the lines it was written as."""
     return message.translate({ord(c): repr(c)[1:-1] for c in _BREAKS})
 
 

@@ -73,4 +73,4 @@ def detect_gpu(device: str) -> str:
     for key in table():
         if key != "cpu" and key.upper() in name:
             return key
-    raise ConfigError(f"price.gpu: no price known for GPU '{name}'; give price.gpu=<name> or price.usd_per_hour=<rate>")
+    raise ConfigError(f"price.gpu: no price known for GPU {name!r}; give price.gpu=<name> or price.usd_per_hour=<rate>")

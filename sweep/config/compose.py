@@ -140,7 +140,7 @@ def _error(exc: OmegaConfBaseException, where: str) -> ConfigError:
     """OmegaConf's error as one line that starts with ``where`` and names the dotted key."""
     if isinstance(exc, ConfigKeyError) and exc.parent_node is not None:  # struct mode: not a field
         valid = ", ".join(map(str, exc.parent_node.keys()))
-        return ConfigError(f"{where}: unknown key '{exc.full_key}'; valid keys: {valid}")
+        return ConfigError(f"{where}: unknown key {exc.full_key!r}; valid keys: {valid}")
     text = str(exc).splitlines()[0]
     return ConfigError(f"{where}: {exc.full_key}: {text}" if exc.full_key else f"{where}: {text}")
 

@@ -29,7 +29,7 @@ def config_from_overrides(overrides: dict[str, Any]) -> tuple[TrialConfig, dict[
     for key in trial:
         if key.split(".")[0] not in names:
             valid = sorted({*names, *EXTRA_KEYS, "flags.<name>", "backend_options.<key>"})
-            raise ConfigError(f"unknown key '{key}'; valid keys: {', '.join(valid)}")
+            raise ConfigError(f"unknown key {key!r}; valid keys: {', '.join(valid)}")
     layers = [(_from_file(extra["config"]), f"config={extra['config']}")] if "config" in extra else []
     return checked(structured(TrialConfig, [*layers, (nested(trial), "command line")])), extra
 
@@ -101,7 +101,7 @@ def main(argv: list[str], run: Callable[..., Row]) -> int:
         ledger_path = out / "ledger.jsonl"
         writer = LedgerWriter(ledger_path)
     except OSError as exc:
-        raise ConfigError(f"out: cannot write to '{out}' ({exc.strerror}); choose a writable folder") from exc
+        raise ConfigError(f"out: cannot write to {str(out)!r} ({exc.strerror}); choose a writable folder") from exc
     print(
         f"trial: {cfg.num_envs} envs x {cfg.num_steps_per_env} steps, profile={cfg.profile}, mode={cfg.mode}, "
         f"device={device}, target {cfg.target:g} on {cfg.eval_episodes} held-out episodes, cap {cfg.cap_s:g} s",

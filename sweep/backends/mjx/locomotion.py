@@ -257,7 +257,7 @@ class MjxLocomotion(Backend):
 
     def make_env(self, num_envs: int, seed: int, device: str, profile: str, **knobs: object) -> MjxLocomotionEnv:
         if profile not in PROFILES:
-            raise ConfigError(f"profile: unknown profile '{profile}'; valid profiles: {', '.join(sorted(PROFILES))}")
+            raise ConfigError(f"profile: unknown profile {profile!r}; valid profiles: {', '.join(sorted(PROFILES))}")
         unknown = set(knobs) - set(self.knobs)
         if unknown:
             raise ConfigError(f"knobs: unknown mjx_locomotion knob(s) {sorted(unknown)}; valid: {list(self.knobs)}")
