@@ -461,7 +461,7 @@ class Verdict:
     """Recommendations without held-out recordings (their ratio from the table's own recordings)."""
     none: int
     """Studies that recommended nothing."""
-    ran_correct: tuple[bool, ...] = ()
+    ran_correct: tuple[bool, ...]
     """Each study trained a correct config (:attr:`Study.ran`), whatever it recommended."""
 
     def line(self) -> str:
