@@ -54,12 +54,12 @@ def run_main(main: Callable[[list[str]], int | None], argv: Sequence[str] | None
     sys.exit(code or 0)
 
 
-#: Characters that end a line for ``str.splitlines`` besides "\n" (a value quoted in a message may hold them).
-_BREAKS = "\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+#: Characters that end a line for ``str.splitlines`` (a value quoted in a message may hold them).
+_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
 
 
 def printable(message: str) -> str:
-    """``message`` with every line break but "\n" escaped, so an error is the lines it was written as."""
+    """``message`` with every line break escaped, so an error is one line whatever it quotes."""
     return message.translate({ord(c): repr(c)[1:-1] for c in _BREAKS})
 
 

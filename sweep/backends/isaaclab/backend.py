@@ -108,10 +108,10 @@ class IsaacLab(Backend):
         if root is not None:
             missing = missing_assets(scene.needed_assets(env_cfg), Path(os.environ[scene.ASSET_ROOT_ENV]))
             if missing:
-                lines = "\n".join(f"  missing: {path}" for path in missing)
                 raise ConfigError(
                     f"backend_options.asset_root={root}: {len(missing)} file(s) the task {profile} loads are not "
-                    f"there:\n{lines}\nput them under the root (same relative paths as Isaac Lab's asset server)"
+                    f"there (missing: {', '.join(missing)}); put them under the root (same relative paths as Isaac "
+                    "Lab's asset server)"
                 )
 
     def starter_space(self, profile: str, options: dict[str, Any], success: dict[str, str] | None = None) -> str:

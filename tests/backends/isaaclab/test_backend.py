@@ -770,7 +770,8 @@ def test_preflight_lists_every_missing_asset_before_anything_runs(tmp_path) -> N
         timeout=300,
     )
     assert proc.returncode == 2, proc.stderr[-2000:]
-    missing = [line.split("missing: ")[1] for line in proc.stderr.splitlines() if "missing: " in line]
+    (line,) = [line for line in proc.stderr.splitlines() if "asset_root" in line]  # one, however many files
+    missing = line.split("(missing: ")[1].split("); ")[0].split(", ")
     assert sorted(missing) == sorted(str(p) for p in (standin.ACTUATOR_NET, standin.GROUND, standin.ROBOT))
     assert "Traceback" not in proc.stderr and "worker(s)" not in proc.stdout  # stopped before Ray started
 
