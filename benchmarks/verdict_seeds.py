@@ -1,0 +1,115 @@
+"""What a decided verdict costs: how many seeds of the best config and of the baseline the recommendation's
+``vs_baseline`` needs before its 95% interval lies wholly below 1, and what those seeds cost in baseline runs.
+
+The recommendation is compared with the baseline by :func:`sweep.analysis.evidence.ratio_interval` (the delta
+method on log means, Welch degrees of freedom), over the seeds each side trained. This script draws ``n`` seeds per
+side with replacement from the table's recordings of the two (every recording of the best config by held-out mean,
+replayed and held-out; every recording of the baseline) and counts how often the interval's upper end lies below 1.
+The seeds of such a verdict cost ``n x (1 + ratio)`` baseline runs, the ratio being the two sides' mean costs: a
+study that ends with a decided verdict spends at least that, besides its search, its probes and the baseline's
+start-up. Costs as the yardstick reads them (:func:`search_efficiency.record_cost`: equal terms, one-time start-up
+and compilation left out).
+
+    python benchmarks/verdict_seeds.py benchmarks/data/h200_grid3.json --seeds 2,3,4,5
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script or imported by the tests
+
+from search_efficiency import baseline_key, record_cost, truth
+
+from sweep.analysis.evidence import ratio_interval
+from sweep.backends.replay import BASELINE, HELD_OUT, load_table
+from sweep.params import TrialParams
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``n`` seeds a side: how often the verdict is decided, and what its seeds cost."""
+
+    n: int
+    decided: float
+    """Share of the resamples whose 95% interval of best / baseline lies wholly below 1."""
+    runs: float
+    """What ``n`` seeds of each side cost, in baseline runs: ``n x (1 + ratio)``."""
+
+    def line(self) -> str:
+        return (
+            f"{self.n} seeds a side: decided (upper bound below 1) in {self.decided:.0%} of resamples; "
+            f"those seeds cost {self.runs:.1f} baseline runs"
+        )
+
+
+def sides(table: dict[str, Any], target: float, within: float) -> tuple[list[float], list[float]]:
+    """The costs (equal-terms seconds) of every recording of the best config by held-out mean, and of the
+    baseline's, the recordings that did not reach the target left out."""
+    held = truth(table, target, within).held_out
+    base = baseline_key(table)
+    best_key = min((k for k in held if k != base), key=held.__getitem__)
+    best, baseline = [], []
+    for record in [*table["trials"], *table.get(HELD_OUT, []), *table.get(BASELINE, [])]:
+        cost, reached = record_cost(record, target)
+        key = TrialParams.identity(record["params"])
+        if reached and key == best_key:
+            best.append(cost)
+        elif reached and key == base:
+            baseline.append(cost)
+    return best, baseline
+
+
+def verdicts(best: list[float], baseline: list[float], ns: list[int], resamples: int, seed: int) -> list[Verdict]:
+    """For each ``n`` of ``ns``: :class:`Verdict` from ``resamples`` draws of ``n`` costs a side, with replacement."""
+    if len(best) < 2 or len(baseline) < 2:
+        raise ValueError(
+            f"too few recordings to resample: {len(best)} of the best config, {len(baseline)} of the baseline"
+        )
+    ratio = (sum(best) / len(best)) / (sum(baseline) / len(baseline))
+    rng = random.Random(seed)
+    out = []
+    for n in ns:
+        hits = 0
+        for _ in range(resamples):
+            a = tuple(rng.choice(best) for _ in range(n))
+            b = tuple(rng.choice(baseline) for _ in range(n))
+            hi = ratio_interval(a, b)[2]
+            hits += hi is not None and hi < 1.0
+        out.append(Verdict(n, hits / resamples, n * (1.0 + ratio)))
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("table", help="a recorded table with held-out recordings (record_trials.py)")
+    parser.add_argument("--seeds", default="2,3,4,5", help="seeds a side to try, comma-separated (at least 2)")
+    parser.add_argument("--target", type=float, default=0.9, help="held-out success the recordings count to")
+    parser.add_argument("--within", type=float, default=0.1, help="the yardstick's tolerance (picks the best config)")
+    parser.add_argument("--resamples", type=int, default=10000)
+    parser.add_argument("--rng-seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    try:
+        ns = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        parser.error(f"--seeds: whole numbers separated by commas (got {args.seeds!r})")
+    if not ns or min(ns) < 2:
+        parser.error(f"--seeds: each at least 2, the fewest an interval needs (got {args.seeds!r})")
+    table = load_table(args.table)
+    best, baseline = sides(table, args.target, args.within)
+    ratio = (sum(best) / len(best)) / (sum(baseline) / len(baseline))
+    print(
+        f"{args.table}: best config by held-out mean, {len(best)} recordings; baseline, {len(baseline)}; "
+        f"best / baseline {ratio:.2f}; {args.resamples} resamples"
+    )
+    for verdict in verdicts(best, baseline, ns, args.resamples, args.rng_seed):
+        print(verdict.line())
+
+
+if __name__ == "__main__":
+    main()
