@@ -13,6 +13,7 @@
 # The run folder lives in /tmp/reports/$RUN_ID (default h200_confirmed) between calls; each call copies what it has
 # to $OUT: its console log and run.tgz (the run folder without checkpoints).
 set -u
+. "$(dirname "$0")/detached.sh"
 OUT=${OUT:-/tmp/out}
 R=/tmp/reports
 RUN_ID=${RUN_ID:-h200_confirmed}
@@ -30,15 +31,10 @@ case "$what" in
     timeout -s INT "$limit" python -m sweep.run resume=$RUN "$@" 2>&1 | grep -v "^Failed to import" \
       | tee -a "$OUT/sweep.log" ;;
   detach)
-    # the new session's own shell writes its pid, then becomes the sweep's timeout (the pid follow watches)
-    setsid bash -c 'echo $$ > "$0"; exec timeout -s INT "$@"' "$PID" "$limit" \
-      python -m sweep.run space=locomotion out=$R run_id=$RUN_ID "$@" > "$LOG" 2>&1 < /dev/null &
-    sleep 1
-    echo "detached: pid $(cat "$PID"), log $LOG" ;;
+    detached_start "$PID" "$LOG" timeout -s INT "$limit" \
+      python -m sweep.run space=locomotion out=$R run_id=$RUN_ID "$@" ;;
   follow)
-    end=$((SECONDS + limit))
-    while kill -0 "$(cat "$PID")" 2> /dev/null && [ $SECONDS -lt $end ]; do sleep 5; done
-    if kill -0 "$(cat "$PID")" 2> /dev/null; then echo "running"; else echo "ended"; fi
+    detached_follow "$PID" "$limit"
     grep -v "^Failed to import" "$LOG" > "$OUT/sweep.log"
     tail -n 30 "$OUT/sweep.log" ;;
   *)

@@ -9,6 +9,7 @@
 # goes on where this one stopped. Every call copies the recording (.json, .jsonl) and the console log to $OUT; here,
 # copy them over benchmarks/data/ (the .jsonl only grows) and merge (the README's command).
 set -u
+. "$(dirname "$0")/detached.sh"
 OUT=${OUT:-/tmp/out}
 W=/tmp/held_out
 NAME=h200_grid3_held_out
@@ -22,18 +23,12 @@ case "$what" in
     case "$gpu" in *H200*) ;; *) echo "not an H200: the table's recordings are an H200's; nothing started" >&2; exit 3 ;; esac
     rm -rf "$W" && mkdir -p "$W" && cp -r . "$W/tree"
     cd "$W/tree" || exit 1
-    # the new session's shell writes its pid, then becomes the recorder (the pid follow watches)
-    GIT_PYTHON_REFRESH=quiet PYTHONPATH=/tmp/site:$PWD XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 \
-      setsid bash -c 'echo $$ > "$0"; exec "$@"' "$PID" \
+    detached_start "$PID" "$LOG" env GIT_PYTHON_REFRESH=quiet PYTHONPATH=/tmp/site:$PWD \
+      XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 \
       python benchmarks/record_trials.py grid --configs 4096x24:stock --top 16 --from benchmarks/data/h200_grid3.json \
-      --held-out --seeds 4,5,6 --cap-s 90 --stepped-passes --stop-after-s "$limit" \
-      --out "benchmarks/data/$NAME.json" > "$LOG" 2>&1 < /dev/null &
-    sleep 1
-    echo "detached: pid $(cat "$PID"), log $LOG" ;;
+      --held-out --seeds 4,5,6 --cap-s 90 --stepped-passes --stop-after-s "$limit" --out "benchmarks/data/$NAME.json" ;;
   follow)
-    end=$((SECONDS + limit))
-    while kill -0 "$(cat "$PID")" 2> /dev/null && [ $SECONDS -lt $end ]; do sleep 5; done
-    if kill -0 "$(cat "$PID")" 2> /dev/null; then echo "running"; else echo "ended"; fi ;;
+    detached_follow "$PID" "$limit" ;;
   *)
     echo "usage: held_out_h200.sh detach|follow <seconds>" >&2; exit 2 ;;
 esac
