@@ -33,7 +33,9 @@ target or the per-trial cap and spend their whole budget. The yardstick (docs/be
 
 Per strategy and budget one line, e.g. ``planner-cost budget 6 runs: correct 37/40, median study 5.8 runs,
 recommended/baseline 0.71x``, then a table with the intervals, and how many studies trained a correct config at all
-(search or confirmation) and how many of those recommended one: search breadth apart from the choice.
+(search or confirmation) and how many of those recommended one: search breadth apart from the choice; and for the
+planner how many studies ended with their own verdict against the baseline decided (``vs_baseline``'s 95% interval
+wholly below 1, what ``sweep.run`` reports: proof, not only a choice).
 
     python benchmarks/search_efficiency.py benchmarks/data/h200_grid3.json --budget-runs 4,6,8,12 --reps 40
 """
@@ -427,6 +429,9 @@ class Study:
     ran: frozenset[tuple] = frozenset()
     """The configs it trained (search and confirmation; not a throughput probe): whether it ever ran a correct one
     tells search breadth from the choice among what it ran."""
+    decided: bool | None = None
+    """Whether its own verdict against the baseline is decided (``vs_baseline``'s 95% interval wholly below 1, as
+    ``sweep.run`` reports it); None for a strategy that measures no baseline."""
 
 
 def planner_study(rows: list[Row]) -> Study:
@@ -436,7 +441,9 @@ def planner_study(rows: list[Row]) -> Study:
     key = TrialParams.identity(rec.config.params) if rec is not None else None
     paid = tuple((TrialParams.identity(r.params), round(float(r.billable_s), 6)) for r in ends)
     ran = frozenset(TrialParams.identity(r.params) for r in ends if r.phase != "probe")
-    return Study(key, sum(metrics(r).usd for r in ends), (paid, key), ran)
+    vs = rec.vs_baseline if rec is not None else None
+    decided = vs is not None and vs.hi is not None and vs.hi < 1.0
+    return Study(key, sum(metrics(r).usd for r in ends), (paid, key), ran, decided)
 
 
 def stretches_study(stretches: list[Stretch]) -> Study:
@@ -543,8 +550,14 @@ def details(v: Verdict) -> str:
         f"| {v.label} | {sum(v.correct)}/{n} ({100 * lo:.0f}-{100 * hi:.0f}%) | {v.distinct} | "
         f"{median(every):.1f} ({mlo:.1f}-{mhi:.1f}) | {per(every):.1f} ({plo:.1f}-{phi:.1f}) | "
         f"{statistics.median(v.ratios):.2f} | {v.unjudged} | {v.none} | {sum(v.ran_correct)}/{n}, "
-        f"{sum(c for c, r in zip(v.correct, v.ran_correct, strict=True) if r)} of them correct |"
+        f"{sum(c for c, r in zip(v.correct, v.ran_correct, strict=True) if r)} of them correct | {decided(v)} |"
     )
+
+
+def decided(v: Verdict) -> str:
+    """How many studies ended with their verdict against the baseline decided, '-' for a strategy with none."""
+    flags = [s.decided for s in v.studies]
+    return "-" if any(f is None for f in flags) else f"{sum(flags)}/{len(flags)}"
 
 
 def main() -> None:
@@ -638,7 +651,7 @@ def main() -> None:
     print(
         "\n| line | correct (95% interval) | distinct outcomes | median study, runs (95% interval) | runs per correct "
         "recommendation (95% interval) | recommended/baseline, median | recommended without held-out recordings | "
-        "no recommendation | trained a correct config |\n|---|---|---|---|---|---|---|---|---|"
+        "no recommendation | trained a correct config | verdict decided |\n|---|---|---|---|---|---|---|---|---|---|"
     )
     for v in verdicts:
         print(details(v))

@@ -63,7 +63,7 @@ def test_a_recommendation_is_judged_on_held_out_means_and_one_outside_them_is_wr
     v = bench.judge("planner-cost budget 6 runs", studies, t)
     assert v.correct == (True, False, False, False) and (v.unjudged, v.none) == (1, 1)
     assert v.ran_correct == (True, False, False, True)  # breadth: it trained a correct config
-    assert bench.details(v).endswith("| 2/4, 1 of them correct |")
+    assert bench.details(v).endswith("| 2/4, 1 of them correct | - |")  # built without a verdict: blank
     assert v.runs == pytest.approx((2.1, 3.15, 1.05, 4.2))  # billed spend over the baseline's replayed mean
     assert v.ratios == pytest.approx((11.0 / 21.0, 25.0 / 21.0, 1.0, 40.5 / 21.0))
     assert v.line() == "planner-cost budget 6 runs: correct 1/4, median study 2.6 runs, recommended/baseline 1.10x"
@@ -135,6 +135,19 @@ def test_under_budget_runs_the_planner_measures_the_baseline_first_and_stops_at_
         study = bench.planner_study(rows)
         assert study.spent_usd <= 6.0 * 20.0  # its own unit: the baseline recordings it drew, 20 s each
         assert bench.judge("p", [study], t).runs[0] <= 6.0
+        assert isinstance(study.decided, bool)  # the planner measures a baseline: its verdict is decided or not
+
+
+def test_verdict_decided_counts_the_planners_own_intervals_and_is_blank_without_a_baseline() -> None:
+    bench = search_efficiency()
+
+    def verdict(*decided: bool | None):
+        studies = tuple(bench.Study(None, 1.0, (i,), frozenset(), d) for i, d in enumerate(decided))
+        n = len(studies)
+        return bench.Verdict("p", studies, (False,) * n, (1.0,) * n, (1.0,) * n, 0, n, (False,) * n)
+
+    assert bench.decided(verdict(True, False, True)) == "2/3"
+    assert bench.decided(verdict(None, None)) == "-"  # random search and ASHA compare nothing with the baseline
 
 
 def test_the_benchmark_prints_one_line_per_strategy_and_budget(
