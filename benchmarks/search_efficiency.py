@@ -577,9 +577,17 @@ def main() -> None:
     )
     parser.add_argument("--no-probe", action="store_true", help="the planner searches the exact flags as knobs")
     parser.add_argument("--confirm", type=int, default=None, help="seeds per finalist (default: the GPU space's)")
+    parser.add_argument("--confirm-top", type=int, default=None, help="finalists (default: the GPU space's)")
+    parser.add_argument(
+        "--confirm-share", type=float, default=None, help="budget kept for the confirmation (default: the GPU space's)"
+    )
     parser.add_argument("--num-envs", type=env_counts, default=None, help="replay only these env counts")
     parser.add_argument("--prior", action="store_true", help="also the planner warm-started from an earlier study")
     args = parser.parse_args()
+    if args.confirm_share is not None and not 0 <= args.confirm_share < 1:
+        parser.error(f"--confirm-share: a share of the budget in [0, 1) (got {args.confirm_share:g})")
+    if args.confirm_top is not None and args.confirm_top < 1:
+        parser.error(f"--confirm-top: at least 1 finalist (got {args.confirm_top})")
     table = load_table(args.table)
     scratch = tempfile.TemporaryDirectory()
     if args.num_envs:  # the replay backend reads the table from a file: the subset gets one for this run
@@ -596,7 +604,8 @@ def main() -> None:
     args.later_runs = gpu.budget.later_runs if args.later_runs is None else (args.later_runs or None)
     args.probe = gpu.search.probe and not args.no_probe
     args.confirm = args.confirm or gpu.confirm.seeds
-    args.confirm_top, args.confirm_share = gpu.confirm.top, gpu.confirm.budget_share
+    args.confirm_top = args.confirm_top or gpu.confirm.top
+    args.confirm_share = gpu.confirm.budget_share if args.confirm_share is None else args.confirm_share
     args.baseline_params = baseline_params(table)
     args.max_trials = len(t.in_sample)
     args.trial_cap = args.trial_cap_runs * t.unit_usd

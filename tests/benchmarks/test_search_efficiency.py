@@ -164,3 +164,14 @@ def test_the_benchmark_prints_one_line_per_strategy_and_budget(
     assert len(lines) == 6 and all(re.fullmatch(pattern + r"recommended/baseline \d+\.\d\dx", x) for x in lines)
     stop = r"planner-cost stop rule: correct \d+/2, median study \d+\.\d runs, recommended/baseline \d+\.\d\dx"
     assert len([x for x in stdout.splitlines() if re.fullmatch(stop, x)]) == 1  # the space's stop rule, no cap
+
+
+@pytest.mark.parametrize("flag", [["--confirm-share", "1"], ["--confirm-share", "-0.1"], ["--confirm-top", "0"]])
+def test_a_confirmation_setting_out_of_range_is_refused_in_one_line(
+    table: Path, flag: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["search_efficiency.py", str(table), "--budget-runs", "6", *flag])
+    with pytest.raises(SystemExit) as exit_:
+        search_efficiency().main()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 2 and err[-1].startswith(f"search_efficiency.py: error: {flag[0]}:")
