@@ -28,6 +28,7 @@ from search_efficiency import baseline_key, record_cost, truth
 
 from sweep.analysis.evidence import ratio_interval
 from sweep.backends.replay import BASELINE, HELD_OUT, load_table
+from sweep.errors import SweepError
 from sweep.params import TrialParams
 
 
@@ -65,13 +66,18 @@ def sides(table: dict[str, Any], target: float, within: float) -> tuple[list[flo
     return best, baseline
 
 
+def mean_ratio(best: list[float], baseline: list[float]) -> float:
+    """The two sides' mean costs, best / baseline."""
+    return (sum(best) / len(best)) / (sum(baseline) / len(baseline))
+
+
 def verdicts(best: list[float], baseline: list[float], ns: list[int], resamples: int, seed: int) -> list[Verdict]:
     """For each ``n`` of ``ns``: :class:`Verdict` from ``resamples`` draws of ``n`` costs a side, with replacement."""
     if len(best) < 2 or len(baseline) < 2:
         raise ValueError(
             f"too few recordings to resample: {len(best)} of the best config, {len(baseline)} of the baseline"
         )
-    ratio = (sum(best) / len(best)) / (sum(baseline) / len(baseline))
+    ratio = mean_ratio(best, baseline)
     rng = random.Random(seed)
     out = []
     for n in ns:
@@ -100,14 +106,18 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--seeds: whole numbers separated by commas (got {args.seeds!r})")
     if not ns or min(ns) < 2:
         parser.error(f"--seeds: each at least 2, the fewest an interval needs (got {args.seeds!r})")
-    table = load_table(args.table)
-    best, baseline = sides(table, args.target, args.within)
-    ratio = (sum(best) / len(best)) / (sum(baseline) / len(baseline))
+    try:
+        best, baseline = sides(load_table(args.table), args.target, args.within)
+        found = verdicts(best, baseline, ns, args.resamples, args.rng_seed)
+    except SweepError as exc:  # an unreadable table: the message names it
+        sys.exit(f"error: {exc}")
+    except ValueError as exc:  # a table that cannot judge
+        sys.exit(f"error: {args.table}: {exc}")
     print(
         f"{args.table}: best config by held-out mean, {len(best)} recordings; baseline, {len(baseline)}; "
-        f"best / baseline {ratio:.2f}; {args.resamples} resamples"
+        f"best / baseline {mean_ratio(best, baseline):.2f}; {args.resamples} resamples"
     )
-    for verdict in verdicts(best, baseline, ns, args.resamples, args.rng_seed):
+    for verdict in found:
         print(verdict.line())
 
 
