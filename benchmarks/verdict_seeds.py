@@ -66,18 +66,13 @@ def sides(table: dict[str, Any], target: float, within: float) -> tuple[list[flo
     return best, baseline
 
 
-def mean_ratio(best: list[float], baseline: list[float]) -> float:
-    """The two sides' mean costs, best / baseline."""
-    return (sum(best) / len(best)) / (sum(baseline) / len(baseline))
-
-
 def verdicts(best: list[float], baseline: list[float], ns: list[int], resamples: int, seed: int) -> list[Verdict]:
     """For each ``n`` of ``ns``: :class:`Verdict` from ``resamples`` draws of ``n`` costs a side, with replacement."""
     if len(best) < 2 or len(baseline) < 2:
         raise ValueError(
             f"too few recordings to resample: {len(best)} of the best config, {len(baseline)} of the baseline"
         )
-    ratio = mean_ratio(best, baseline)
+    ratio = ratio_interval(tuple(best), tuple(baseline))[0]
     rng = random.Random(seed)
     out = []
     for n in ns:
@@ -115,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: {args.table}: {exc}")
     print(
         f"{args.table}: best config by held-out mean, {len(best)} recordings; baseline, {len(baseline)}; "
-        f"best / baseline {mean_ratio(best, baseline):.2f}; {args.resamples} resamples"
+        f"best / baseline {ratio_interval(tuple(best), tuple(baseline))[0]:.2f}; {args.resamples} resamples"
     )
     for verdict in found:
         print(verdict.line())

@@ -287,8 +287,8 @@ def test_a_study_that_does_not_match_the_ledger_is_refused_before_ray_starts(
 
 @pytest.mark.parametrize(("key", "value"), [("device", "\n"), ("backend", "\u2028"), ("new\nkey", 1)])
 def test_a_value_or_key_holding_a_line_break_is_still_refused_in_one_line(key: str, value, tmp_path: Path, capsys):
-    # found by tests/test_bad_input_properties.py: device "\n" split its error over two lines; a message quotes a
-    # value or key with repr (the printer keeps "\n" for the one error that lists files line by line)
+    # found by tests/test_bad_input_properties.py: device "\n" split its error over two lines; the printer escapes
+    # every line break (sweep.cli.printable), and a message quotes a value or key with repr
     path = tmp_path / "space.yaml"
     path.write_text(yaml.safe_dump({**GOOD, key: value}))
     line = reject([f"space={path}", f"out={tmp_path / 'reports'}"], capsys)
