@@ -22,8 +22,9 @@ from sweep.ledger import LedgerView, Row, metrics
 from sweep.prices import usd
 
 #: A confirmation trial the budget cannot give the per-trial cap starts with what is left, if that is at least this
-#: many times the best known cost to target (plus one-time costs).
-CONFIRM_MIN_FACTOR = 2.0
+#: many times its config's mean cost to target on equal terms (plus a trial's mean one-time costs): seeds of one
+#: config have cost up to 1.4 x their mean (docs/benchmarks.md), so a trial given less would often stop short.
+CONFIRM_MIN_FACTOR = 1.5
 
 
 def allowance_usd(trial_cap_usd: float, best_usd: float | None, prune: bool) -> float:
@@ -68,13 +69,14 @@ def confirm_allowance_usd(
     finished_usd: float,
     running_reserved_usd: float,
     trial_cap_usd: float,
-    best_usd: float | None,
+    expected_usd: float | None,
     one_time_usd: float,
 ) -> float | None:
     """What the next confirmation trial may spend: the per-trial cap; when the budget left cannot reserve that, what
-    it can reserve, if that is at least :data:`CONFIRM_MIN_FACTOR` x the best known cost to target plus the one-time
-    costs seen (so the trial that ends a confirmation, often the baseline's, still runs); else None."""
-    floor = None if best_usd is None else CONFIRM_MIN_FACTOR * best_usd + one_time_usd
+    it can reserve, if that is at least :data:`CONFIRM_MIN_FACTOR` x its config's expected cost to target on equal
+    terms plus the one-time costs it is expected to pay (so the trial that ends a confirmation, often the baseline's,
+    still runs, and none starts that would likely stop short); else None."""
+    floor = None if expected_usd is None else CONFIRM_MIN_FACTOR * expected_usd + one_time_usd
     return fitted_usd(budget_usd - finished_usd - running_reserved_usd, trial_cap_usd, floor)
 
 
@@ -155,6 +157,12 @@ class Accounts:
         share = self.cfg.confirm.budget_share if self.cfg.confirm.enabled and keep_share else 0.0
         return self.budget_usd() * (1.0 - share)
 
+    def expected_usd(self, key: tuple) -> float | None:
+        """What a new seed of config ``key`` is expected to cost on equal terms: its mean over its counted seeds, or
+        the best known cost to target for a config without one."""
+        stat = next((c for c in config_stats(self.rows) if c.key == key), None)
+        return stat.race_mean if stat is not None and stat.race_mean else self.best_usd()
+
     def finished_usd(self) -> float:
         """The spend of the trials that ended."""
         return sum(metrics(r).usd for t, r in self.rows.last.items() if t not in self.running)
@@ -177,15 +185,16 @@ class Accounts:
             self.mean_one_time_usd(),
         )
 
-    def confirm_allowance(self) -> float | None:
-        """What the next confirmation trial may spend (:func:`confirm_allowance_usd`)."""
+    def confirm_allowance(self, key: tuple) -> float | None:
+        """What the next confirmation trial, of config ``key``, may spend (:func:`confirm_allowance_usd`, its floor
+        from :meth:`expected_usd` and a trial's mean one-time costs)."""
         return confirm_allowance_usd(
             self.budget_usd(),
             self.finished_usd(),
             self.reserved_usd(),
             self.cfg.budget.trial_usd,
-            self.best_usd(),
-            self.one_time_usd(),
+            self.expected_usd(key),
+            self.mean_one_time_usd(),
         )
 
 

@@ -9,6 +9,8 @@ search the planner re-runs its finalists on further training seeds before it rec
   ``confirm.seeds`` trials (its search trials included); all trials of a round train with the same seed, the next
   one from the study's counter (``seeds.training`` + the round's first trial number), so no search trial ever used
   it; a round starts when the previous one has ended;
+- the verdict first (:data:`VERDICT_RULE`): the verdict's two sides, the leader and the baseline, run first in a
+  round, so a budget that ends the confirmation early has spent on the proof before the other finalists;
 - racing (:data:`RACE_RULE`), judged again before every round: a candidate clearly worse than the leader gets no
   more seeds; the baseline always gets its seeds (it is the comparison);
 - probes first (``search.probe``): the exact flags the search held (:func:`sweep.planner.space.probed_flags`) are
@@ -40,6 +42,13 @@ RACE_RULE = (
     "the upper end of the leader's (2 seeds each); the baseline gets no more seeds once the verdict against it is "
     "decided (2 seeds each and the 95% interval of leader / baseline wholly below or wholly above 1), and the leader "
     "none once that verdict is decided and no other candidate is left in the race"
+)
+
+
+#: Who gets a round's seeds first (written into recommended.yaml and docs/methodology.md).
+VERDICT_RULE = (
+    "in each round the verdict's two sides, the leader (the best finalist so far) and the baseline, run first, the "
+    "one with fewer seeds before the other (the leader on a tie), then the other finalists in the search's order"
 )
 
 
@@ -298,7 +307,7 @@ def plan(ends: Mapping[int, Row], finals: list[Finalist], seeds: int, factor: fl
 
 def _members(ends: Mapping[int, Row], finals: list[Finalist], seeds: int, factor: float) -> tuple[Finalist, ...]:
     """The finalists a round opened after the trials of ``ends`` gives a seed: in the race, fewer than ``seeds``
-    trials (those the study's end stopped left out)."""
+    trials (those the study's end stopped left out), in :data:`VERDICT_RULE`'s order."""
     ran: dict[tuple, int] = {}
     for r in ends.values():
         if r.ran and not r.by_study and r.phase != "probe":
@@ -306,13 +315,21 @@ def _members(ends: Mapping[int, Row], finals: list[Finalist], seeds: int, factor
             ran[key] = ran.get(key, 0) + 1
     stats = {c.key: c for c in config_stats(list(ends.values()))}
     out = out_of_race(stats, finals, factor)
-    return tuple(f for f in finals if f.key not in out and ran.get(f.key, 0) < seeds)
+    racing = [stats[f.key] for f in finals if not f.baseline and f.key in stats and f.key not in out]
+    lead = min((c for c in racing if c.race_mean is not None), key=rank_key, default=None)
+    members = [f for f in finals if f.key not in out and ran.get(f.key, 0) < seeds]
+    sides = sorted(
+        (f for f in members if f.baseline or (lead is not None and f.key == lead.key)),
+        key=lambda f: (ran.get(f.key, 0), f.baseline),
+    )
+    return (*sides, *(f for f in members if f not in sides))
 
 
 __all__ = [
     "PROBE_MARGIN",
     "PROBE_RULE",
     "RACE_RULE",
+    "VERDICT_RULE",
     "Confirmation",
     "Finalist",
     "Plan",

@@ -370,7 +370,7 @@ class Planner:
             if start.seed >= EVAL_SEED_BASE:  # never train on a held-out seed
                 self.phase.close("training seeds exhausted: the next round's seed would be a held-out seed")
                 return
-            allowance = self.accounts.confirm_allowance()
+            allowance = self.accounts.confirm_allowance(start.finalist.key)
             if allowance is None:
                 if not self.running:
                     self.phase.stop("budget left cannot pay another confirmation trial")

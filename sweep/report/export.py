@@ -123,10 +123,11 @@ def seeds_evidence(s: Any) -> dict[str, Any]:
     mean, the ratio to the baseline with its interval and rule (``evidence.RANKING_RULE``, ``VS_BASELINE_RULE``), and
     the study's payback (:func:`payback_evidence`)."""
     from sweep.analysis.evidence import RANKING_RULE, VS_BASELINE_RULE
-    from sweep.planner.confirm import RACE_RULE
+    from sweep.planner.confirm import RACE_RULE, VERDICT_RULE
 
     rec = s.recommendation
     c = rec.config
+    confirmed = any(s.trials[t].phase == "confirm" for t in s.trials)
 
     def seed(t: int) -> dict[str, Any]:
         f = s.trials[t]
@@ -150,7 +151,8 @@ def seeds_evidence(s: Any) -> dict[str, Any]:
         "mean_usd_to_target": c.mean_usd,
         "ci95_billed": [c.lo, c.hi] if c.n_reached > 1 else None,
         "recommendation_rule": RANKING_RULE,
-        "racing_rule": RACE_RULE if any(s.trials[t].phase == "confirm" for t in s.trials) else None,
+        "racing_rule": RACE_RULE if confirmed else None,
+        "round_order": VERDICT_RULE if confirmed else None,
         "study_usd_by_phase": dict(s.usd_by_phase),
     }
     vs = rec.vs_baseline

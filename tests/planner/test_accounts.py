@@ -59,15 +59,16 @@ def test_the_search_keeps_the_confirmations_share_and_stops_when_it_cannot_pay_a
 def test_budget_runs_is_priced_by_the_baselines_mean_to_target_once_one_of_its_trials_reached(tmp_path: Path) -> None:
     confirm = {"seeds": 2, "baseline": {"num_envs": 128, "num_steps_per_env": 8}}
     cfg = make_cfg(tmp_path, **{"confirm": confirm, "budget.usd": 400.0, "budget.runs": 4.0})
-    rows: list[dict] = [end(0, 64, 12.0)]
+    rows = LedgerView()
+    rows.add(end(0, 64, 12.0))
     money = Accounts(cfg, PRICE, rows, {})
     assert money.baseline_run_usd() is None and money.budget_usd() == 400.0  # not priced yet: budget.usd alone
-    rows.append(end(1, 128, 50.0, state="capped", cause="cap", baseline=True))
+    rows.add(end(1, 128, 50.0, state="capped", cause="cap", baseline=True))
     assert money.baseline_run_usd() is None  # a baseline that stopped short prices nothing
-    rows.append(end(2, 128, 20.0, baseline=True, phases_s={"sim": 16.0, "compile": 4.0}))
+    rows.add(end(2, 128, 20.0, baseline=True, phases_s={"sim": 16.0, "compile": 4.0}))
     # counted as payback counts it: its seeds' mean on equal terms (the capped one at what it spent, 50, and 16)
     assert money.baseline_run_usd() == pytest.approx((50.0 + 16.0) / 2)
     assert money.budget_usd() == pytest.approx(4 * 33.0) and money.search_budget_usd() == pytest.approx(0.7 * 132.0)
     assert money.budget_text() == "4 baseline runs ($132.0000 at the baseline's mean $33.0000)"
-    rows.append(end(3, 128, 500.0, baseline=True))
+    rows.add(end(3, 128, 500.0, baseline=True))
     assert money.budget_usd() == 400.0 and money.budget_text() == "$400"  # budget.usd stays an upper bound

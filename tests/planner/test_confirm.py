@@ -110,6 +110,18 @@ def test_without_racing_pressure_every_finalist_gets_its_seeds(tmp_path: Path) -
 BUDGETED = {A: {1: 10, 5: 11, 8: 12}, B: {2: 12, 5: 14, 8: 12}, C: {3: 40}, D: {5: 30, 8: 50, 10: 40}}
 
 
+def test_each_round_gives_the_verdicts_sides_their_seeds_first(tmp_path: Path) -> None:
+    # the search runs A, B and C (3 trials): the baseline D has no seed yet, so each round opens with it, then the
+    # leader A, then B; rounds train with seeds 5 and 8 (D's waiting initial entry took trial number 3)
+    costs = {A: {1: 10, 5: 11, 8: 12}, B: {2: 12, 5: 13, 8: 14}, C: {3: 40}, D: {5: 30, 8: 32, 11: 31}}
+    p = planner(make_cfg(tmp_path, costs, **{"budget.max_trials": 3}), tmp_path / "run")
+    p.run()
+    ends = LedgerView.of(p.rows).last
+    order = [(ends[t].seed, (ends[t].params["num_envs"], ends[t].params["num_steps_per_env"])) for t in sorted(ends)]
+    assert order[3:9] == [(5, D), (5, A), (5, B), (8, D), (8, A), (8, B)]
+    assert "the leader on a tie" in confirm.VERDICT_RULE
+
+
 def test_confirmation_is_billed_in_the_budget_and_shown_apart(tmp_path: Path) -> None:
     # 66% of $205 kept for confirmation once A reached, trials reserved at the $60 cap + 10%: the search's $69.70
     # cannot reserve C's $66 after A and B ($22), so C, its last trial, runs capped at what is left ($47.70 / 1.1,
@@ -141,18 +153,29 @@ def test_confirmation_is_billed_in_the_budget_and_shown_apart(tmp_path: Path) ->
 
 
 def test_a_confirmation_trial_the_budget_cannot_give_the_full_cap_starts_on_what_is_left(tmp_path: Path) -> None:
-    # $240: after rounds 1 and 2 ($191 spent) $49 is left, less than a capped trial's $66 reserve: D's third seed
-    # starts capped at $49 / 1.1, reaches the target at $40, and the study never spends past its budget
-    over = {"budget.usd": 240.0, "budget.trial_usd": 60.0, "confirm.budget_share": 0.5}
+    # $252, a $70 cap: round 2 opens with $85 left after round 1 ($167 spent); A's seed ($12) leaves $73, less than
+    # a capped trial's $77 reserve: D, the baseline, starts capped at $73 / 1.1, at least 1.5 x its own mean ($40),
+    # and reaches at $40; B's last seed starts on the $33 / 1.1 left, over 1.5 x its mean ($13), and costs $12
+    over = {"budget.usd": 252.0, "budget.trial_usd": 70.0, "confirm.budget_share": 0.5}
     p = planner(make_cfg(tmp_path, BUDGETED, **over), tmp_path / "run")
     p.run()
     rows = read_rows(tmp_path / "run" / "ledger.jsonl")
     assert [len(v) for v in by_config(rows).values()] == [3, 3, 1, 3]
     assert p.phase.why.startswith("confirmation complete")  # not stopped by the budget
-    last = max(LedgerView.of(rows).last.values(), key=lambda r: r.trial)
-    assert last.phase == "confirm" and last.state == "reached" and last.billable_s == 40.0
+    study = optuna.load_study(study_name="sweep", storage=f"sqlite:///{tmp_path / 'run' / 'study.db'}")
+    caps = {
+        t.number: t.user_attrs["trial_config"]["cap_s"] for t in study.trials if t.user_attrs.get("phase") == "confirm"
+    }
+    ends = LedgerView.of(rows).last
+    assert [caps[t] for t in sorted(caps) if t >= 7] == [70.0, pytest.approx(73 / 1.1), pytest.approx(33 / 1.1)]
+    assert [(ends[t].params["num_envs"], ends[t].params["num_steps_per_env"]) for t in sorted(caps) if t >= 7] == [
+        A,
+        D,
+        B,
+    ]
+    assert [ends[t].billable_s for t in sorted(caps) if t >= 7] == [12.0, 40.0, 12.0]
     total = summary.summarize(rows).total_usd
-    assert total == pytest.approx(231.0) and total < 240.0
+    assert total == pytest.approx(231.0) and total < 252.0
 
 
 def test_the_ranking_leaves_compilation_out_of_both_sides(tmp_path: Path) -> None:

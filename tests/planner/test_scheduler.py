@@ -78,9 +78,9 @@ def test_the_last_trial_runs_on_what_is_left_if_a_config_better_than_the_best_st
     assert search_allowance_usd(10.0, 4.0, 2.2, 4.0, best_usd=3.0, one_time_usd=1.0) is None  # 3.45 < 3 + 1
     assert search_allowance_usd(10.0, 4.0, 2.2, 4.0, best_usd=None, one_time_usd=1.0) is None  # nothing to beat
     assert search_allowance_usd(10.0, 4.0, 0.0, 4.0, best_usd=3.0, one_time_usd=1.0) == 4.0  # room for all of it
-    # a confirmation trial needs twice the best (the baseline's trial, which ends a confirmation, is no better)
-    assert confirm_allowance_usd(10.0, 4.0, 2.2, 4.0, best_usd=1.0, one_time_usd=1.0) == left
-    assert confirm_allowance_usd(10.0, 4.0, 2.2, 4.0, best_usd=2.0, one_time_usd=1.0) is None
+    # a confirmation trial needs 1.5 x its own config's expected cost plus one-time costs: 2.5 fits, 4 does not
+    assert confirm_allowance_usd(10.0, 4.0, 2.2, 4.0, expected_usd=1.0, one_time_usd=1.0) == left
+    assert confirm_allowance_usd(10.0, 4.0, 2.2, 4.0, expected_usd=2.0, one_time_usd=1.0) is None
 
 
 def test_summary_counts_pruned_and_failed_spend() -> None:
