@@ -109,7 +109,8 @@ def test_a_probe_clearly_faster_than_the_leader_moves_the_flag(tmp_path: Path) -
 def test_a_probe_moves_a_flag_only_past_the_margin(gain: float) -> None:
     on = {"num_envs": 64, "num_steps_per_env": 8, "num_mini_batches": 4, FUSED: True}
     off = {**on, FUSED: False}
-    # the leader's two seeds trained 1000 env steps in 1 s and in 2 s over their first round: 750 a second on average
+    # the leader's seeds trained 1000 env steps in 1 s over its second round (trial 0) and in 2 s over its only one
+    # (trial 1): 750 a second on average
     rows = [
         ledger_row(0, "running", on, 10, 1000, 1.0),
         ledger_row(0, "reached", on, 20, 2000, 2.0),
@@ -122,3 +123,22 @@ def test_a_probe_moves_a_flag_only_past_the_margin(gain: float) -> None:
     held = gain < 1  # short of the margin: the flag stays at its held setting, on
     assert flags == {"fused_optimizer": held} and said[0].startswith(f"probe: fused_optimizer {str(held).lower()}")
     assert confirm.throughput(rows, lead.key, "search") == pytest.approx(750.0)
+
+
+def test_the_leaders_first_round_costs_do_not_move_a_flag() -> None:
+    on = {"num_envs": 64, "num_steps_per_env": 8, "num_mini_batches": 4, FUSED: True}
+    off = {**on, FUSED: False}
+    # the leader's first round paid a one-time cost (1000 env steps in 2 s), its second none (1000 in 1 s); the probe,
+    # on a warm worker, trains 800 a second: faster than that first round by more than the margin, slower than the
+    # second
+    rows = [
+        ledger_row(0, "running", on, 10, 1000, 2.0),
+        ledger_row(0, "reached", on, 20, 2000, 3.0),
+        ledger_row(1, "capped", off, 10, 1000, 1000 / 800, phase="probe"),
+    ]
+    lead = confirm.Finalist(TrialParams.identity(on), on)
+    probe = confirm.Finalist(TrialParams.identity(off), off)
+    assert confirm.throughput(rows, lead.key, "search") == pytest.approx(500.0)
+    assert confirm.throughput(rows, lead.key, "search", steady=True) == pytest.approx(1000.0)
+    flags, said = confirm.decide(rows, [lead], [probe], {"fused_optimizer": (True, (False,))})
+    assert flags == {"fused_optimizer": True} and "held true 1000" in said[0]
