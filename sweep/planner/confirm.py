@@ -266,13 +266,18 @@ def out_of_race(stats: Mapping[tuple, ConfigStat], finals: list[Finalist], facto
     return out | decided(stats, finals, out)
 
 
+def _racing(stats: Mapping[tuple, ConfigStat], finals: list[Finalist], out: Mapping[tuple, str]) -> list[ConfigStat]:
+    """The candidates still in the race (the baseline aside, none of ``out``) with a mean to rank them by."""
+    racing = [stats[f.key] for f in finals if not f.baseline and f.key in stats and f.key not in out]
+    return [c for c in racing if c.race_mean is not None]
+
+
 def decided(stats: Mapping[tuple, ConfigStat], finals: list[Finalist], out: Mapping[tuple, str]) -> dict[tuple, str]:
     """The baseline and the leader once the verdict between them is decided (:data:`RACE_RULE`), each with why: more
     seeds of either would not change it, and the leader's would not change the order either when no other candidate
     is left in the race."""
     base = next((stats.get(f.key) for f in finals if f.baseline), None)
-    racing = [stats[f.key] for f in finals if not f.baseline and f.key in stats and f.key not in out]
-    racing = [c for c in racing if c.race_mean is not None]
+    racing = _racing(stats, finals, out)
     if base is None or not racing:
         return {}
     lead = min(racing, key=rank_key)
@@ -326,8 +331,7 @@ def _members(ends: Mapping[int, Row], finals: list[Finalist], seeds: int, factor
             ran[key] = ran.get(key, 0) + 1
     stats = {c.key: c for c in config_stats(list(ends.values()))}
     out = out_of_race(stats, finals, factor)
-    racing = [stats[f.key] for f in finals if not f.baseline and f.key in stats and f.key not in out]
-    lead = min((c for c in racing if c.race_mean is not None), key=rank_key, default=None)
+    lead = min(_racing(stats, finals, out), key=rank_key, default=None)
     members = [f for f in finals if f.key not in out and ran.get(f.key, 0) < seeds]
     sides = sorted(
         (f for f in members if f.baseline or (lead is not None and f.key == lead.key)),
