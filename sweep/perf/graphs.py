@@ -9,12 +9,15 @@ distribution without drawing the sample rsl-rl draws and discards, so the random
 rollouts differs from an eager run's (the flag is marked as changing numerics for that reason).
 
 The first mini-batches of the first update run eagerly on a side stream to warm up; the graph is
-captured at the next one, which it then replays. Every mini-batch step runs exactly once.
+captured at the next one, which it then replays. Every mini-batch step runs exactly once. The capture runs no
+training: its seconds, with any wait for :data:`CAPTURING`, are one-time work (:attr:`GraphedUpdate.capture_s`),
+which the trial bills to 'compile', not to 'learn'.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from itertools import chain
 from typing import Any
 
@@ -57,6 +60,9 @@ class GraphedUpdate:
         self.update_graph: torch.cuda.CUDAGraph | None = None
         self.update_steps = 0
         self.flat: dict[str, Any] | None = None  # static views of the rollout storage, bound at the first update
+        self.capture_s = 0.0
+        """Seconds spent capturing the graph, waiting for :data:`CAPTURING` included (a thread loading a later
+        trial's env shapes holds it for seconds): one-time work, no training in it."""
 
     # -- update -----------------------------------------------------------------------------------
     def update(self) -> dict[str, torch.Tensor]:
@@ -109,8 +115,11 @@ class GraphedUpdate:
             self.alg.optimizer.zero_grad(set_to_none=True)
             self.update_graph = torch.cuda.CUDAGraph()
             self.stream.wait_stream(torch.cuda.current_stream(self.device))
+            torch.cuda.synchronize(self.device)  # the warm-up steps' kernels are training: they end before the clock
+            t0 = time.perf_counter()
             with CAPTURING, torch.cuda.graph(self.update_graph, stream=self.stream, capture_error_mode=CAPTURE_MODE):
                 self._step_body()
+            self.capture_s += time.perf_counter() - t0
         self.update_graph.replay()
 
     def _step_body(self) -> None:

@@ -31,6 +31,11 @@ class FastPPO(PPO):
 
             self.graphs = GraphedUpdate(self)
 
+    def capture_s(self) -> float:
+        """Seconds of one-time CUDA-graph capture so far (:attr:`sweep.perf.graphs.GraphedUpdate.capture_s`; 0
+        without the graph)."""
+        return self.graphs.capture_s if self.graphs is not None else 0.0
+
     def skipped_updates(self) -> int:
         """Optimizer steps skipped for a non-finite gradient norm (read at log time: one sync)."""
         return int(self._skipped)

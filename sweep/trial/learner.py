@@ -161,7 +161,7 @@ class SweepLoop:
                 random_episode_start(env)
             self.random_start = False
         for done in range(1, n_iters + 1):
-            with kernel_loads_to_compile(env, clock), clock.phase("sim"), torch.inference_mode():
+            with one_time_to_compile(kernel_meter(env), "sim", clock), clock.phase("sim"), torch.inference_mode():
                 obs = self.obs
                 for _ in range(self.cfg.num_steps_per_env):
                     self.timer.start()
@@ -178,7 +178,7 @@ class SweepLoop:
             policy_s = self.timer.take()
             clock.add("sim", -policy_s)
             clock.add("policy", policy_s)
-            with clock.phase("learn"):
+            with one_time_to_compile(capture_meter(alg), "learn", clock), clock.phase("learn"):
                 with torch.inference_mode():
                     alg.compute_returns(self.obs)
                 losses = alg.update()
@@ -204,17 +204,33 @@ class SweepLoop:
 
 
 @contextmanager
-def kernel_loads_to_compile(env: Any, clock: PhaseClock) -> Iterator[None]:
-    """What the simulator spent compiling its kernels at their first launch inside the block
-    (:meth:`sweep.backends.base.TaskEnv.kernel_load_s`) is billed to 'compile', not to 'sim'; an env that is no
-    ``TaskEnv`` (a plain rsl-rl ``VecEnv``) compiles nothing there."""
-    meter = getattr(env, "kernel_load_s", lambda: 0.0)
+def one_time_to_compile(meter: Callable[[], float], phase: str, clock: PhaseClock) -> Iterator[None]:
+    """What ``meter`` (cumulative seconds of one-time work) grew by inside the block is billed to 'compile', not to
+    ``phase``: the simulator compiling its kernels at their first launch (:func:`kernel_meter`), the learner
+    capturing its CUDA graph (:func:`capture_meter`)."""
     before = meter()
     yield
     spent = meter() - before
     if spent:
-        clock.add("sim", -spent)
+        clock.add(phase, -spent)
         clock.add("compile", spent)
+
+
+def kernel_meter(env: Any) -> Callable[[], float]:
+    """The simulator's seconds compiling kernels at their first launch
+    (:meth:`sweep.backends.base.TaskEnv.kernel_load_s`); an env that is no ``TaskEnv`` (a plain rsl-rl ``VecEnv``)
+    compiles nothing there."""
+    return getattr(env, "kernel_load_s", _nothing)
+
+
+def capture_meter(alg: Any) -> Callable[[], float]:
+    """The learner's seconds capturing its CUDA-graph update (:meth:`sweep.perf.ppo.FastPPO.capture_s`); rsl-rl's
+    own PPO captures nothing."""
+    return getattr(alg, "capture_s", _nothing)
+
+
+def _nothing() -> float:
+    return 0.0
 
 
 def random_episode_start(env: Any) -> None:
@@ -256,7 +272,7 @@ def _stock_chunk(runner: Any, clock: PhaseClock, random_start: bool = False) -> 
     def chunk(n_iters: int, until: Callable[[], bool] | None = None) -> int:
         """``n_iters`` iterations in one ``learn`` call (``until`` is not consulted: learn cannot stop early)."""
         learn_s[0] = 0.0
-        with kernel_loads_to_compile(runner.env, clock), clock.phase("sim"):
+        with one_time_to_compile(kernel_meter(runner.env), "sim", clock), clock.phase("sim"):
             runner.learn(n_iters, init_at_random_ep_len=first[0])
         first[0] = False
         clock.add("sim", -learn_s[0])

@@ -85,3 +85,38 @@ def test_graphed_update_matches_the_eager_update_on_the_same_rollouts() -> None:
         for key, value in ours.items():
             assert math.isfinite(value)
             assert theirs[key] == pytest.approx(value, rel=1e-3, abs=1e-5), (i, key, ours, theirs)
+
+
+def test_the_graphs_capture_and_its_wait_for_a_loading_thread_are_billed_to_compile() -> None:
+    """A thread loading a later trial's env shapes holds the capture lock for seconds: the first update waits, and
+    that wait, with the capture, is one-time work, billed to 'compile', not to 'learn' (where it once made a
+    leader's first round look 3x slower than its second)."""
+    import threading
+    import time
+
+    from sweep.perf.graphs import CAPTURING
+
+    env = MjxLocomotionEnv(N, 5, "cuda", with_overrides("gpu", episode_steps=100))
+    graphed, cfg, flags = algorithm(env, {"cuda_graph_update": True})
+    env.warm_up()  # the step compiled: the lock is still held when the first update reaches its capture
+    clock = PhaseClock()
+    loop = SweepLoop(graphed, env, cfg, {**flags, "log_every": 1}, clock, "cuda")
+    held = threading.Event()
+
+    def load() -> None:
+        with CAPTURING:
+            held.set()
+            time.sleep(1.0)
+
+    loader = threading.Thread(target=load)
+    loader.start()
+    held.wait()
+    loop(1)
+    loader.join()
+    first = graphed.capture_s()
+    assert first >= 0.5  # the wait is in it
+    assert clock.seconds["compile"] == pytest.approx(first)
+    assert clock.seconds["learn"] < first  # the eager warm-up steps and the replay: training
+    loop(2)  # replays: nothing more to capture
+    assert graphed.capture_s() == first
+    assert clock.seconds["compile"] == pytest.approx(first)

@@ -70,7 +70,7 @@ def test_the_policy_timer_sums_its_spans_and_makes_each_cuda_event_once(monkeypa
     assert FakeEvent.made == 12  # four a step of one iteration, recorded again in the next
 
 
-def test_kernels_compiled_at_their_first_launch_inside_a_rollout_are_billed_to_compile() -> None:
+def test_one_time_work_inside_a_training_phase_is_billed_to_compile() -> None:
     import time
 
     from sweep.ledger import PhaseClock
@@ -81,12 +81,25 @@ def test_kernels_compiled_at_their_first_launch_inside_a_rollout_are_billed_to_c
         def kernel_load_s(self) -> float:
             return self.loads_s
 
-    env, clock = JitEnv(), PhaseClock()
-    with learner.kernel_loads_to_compile(env, clock), clock.phase("sim"):
+    class CapturingPPO:  # a learner that captures its update's CUDA graph in its first update
+        captured_s = 0.0
+
+        def capture_s(self) -> float:
+            return self.captured_s
+
+    env, alg, clock = JitEnv(), CapturingPPO(), PhaseClock()
+    with learner.one_time_to_compile(learner.kernel_meter(env), "sim", clock), clock.phase("sim"):
         time.sleep(0.05)
         env.loads_s = 0.03  # 30 ms of those 50 compiled kernels
     assert clock.seconds["compile"] == pytest.approx(0.03)
     assert clock.seconds["sim"] >= 0.019  # the rest stays simulation
-    with learner.kernel_loads_to_compile(env, clock), clock.phase("sim"):
+    with learner.one_time_to_compile(learner.kernel_meter(env), "sim", clock), clock.phase("sim"):
         pass  # nothing new loaded
     assert clock.seconds["compile"] == pytest.approx(0.03)
+    with learner.one_time_to_compile(learner.capture_meter(alg), "learn", clock), clock.phase("learn"):
+        time.sleep(0.05)
+        alg.captured_s = 0.04  # the capture, its wait for another thread's device work included
+    assert clock.seconds["compile"] == pytest.approx(0.07)
+    assert 0.009 <= clock.seconds["learn"] < 0.05  # the update's own seconds stay learning
+    # rsl-rl's env and PPO compile and capture nothing
+    assert learner.kernel_meter(object())() == learner.capture_meter(object())() == 0.0
