@@ -23,7 +23,7 @@ it was in.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +48,9 @@ RACE_RULE = (
 #: Who gets a round's seeds first (written into recommended.yaml and docs/methodology.md).
 VERDICT_RULE = (
     "in each round the verdict's two sides, the leader (the best finalist so far) and the baseline, run first, the "
-    "one with fewer seeds before the other (the leader on a tie), then the other finalists in the search's order"
+    "one with fewer seeds before the other (on a tie, the leader while the confirmation has not run it, else the one "
+    "whose seeds cost more: what is left after it may still pay the cheaper one), then the other finalists in the "
+    "search's order; a finalist the budget left cannot pay is passed over for the next one it can"
 )
 
 
@@ -150,10 +152,17 @@ class Confirmation:
             return None
         return Done("no searched config other than the baseline reached the target: nothing to confirm")
 
-    def next(self, ends: Mapping[int, Row], rows: Iterable[Row], number: int) -> Start | Wait | Done:
+    def next(
+        self,
+        ends: Mapping[int, Row],
+        rows: Iterable[Row],
+        number: int,
+        payable: Callable[[tuple], bool] = lambda key: True,
+    ) -> Start | Wait | Done:
         """The trial to start as the study's trial ``number``: a probe not yet run, then (:func:`plan` over every
-        dispatched trial's latest row, ``ends``) the rounds; else :class:`Wait` while the probes or the round's last
-        trials run, :class:`Done` once the confirmation is over."""
+        dispatched trial's latest row, ``ends``) the rounds: the round's first finalist still to run for which
+        ``payable(key)`` holds (the budget left can pay its trial), or its first when none does; else :class:`Wait`
+        while the probes or the round's last trials run, :class:`Done` once the confirmation is over."""
         rows = list(rows)
         probes = {t: r for t, r in ends.items() if r.phase == "probe" and not r.by_study}
         probed = {TrialParams.identity(r.params) for r in probes.values()}
@@ -167,7 +176,8 @@ class Confirmation:
             return Done("; ".join([step.done, *self.decisions]))
         if not step.todo:
             return Wait("the round's last trials run")
-        return Start(step.todo[0], step.seed if step.seed is not None else self.first_seed + number)
+        pick = next((f for f in step.todo if payable(f.key)), step.todo[0])
+        return Start(pick, step.seed if step.seed is not None else self.first_seed + number)
 
 
 def throughput(rows: Iterable[Row], key: tuple, phase: str, steady: bool = False) -> float | None:
@@ -321,6 +331,18 @@ def plan(ends: Mapping[int, Row], finals: list[Finalist], seeds: int, factor: fl
     return Plan(None, members)
 
 
+def _mean(stats: Mapping[tuple, ConfigStat], key: tuple) -> float:
+    """A config's mean cost on equal terms over its counted seeds (0 without one)."""
+    stat = stats.get(key)
+    return stat.race_mean or 0.0 if stat is not None else 0.0
+
+
+def _unconfirmed_leader(stats: Mapping[tuple, ConfigStat], f: Finalist, lead: ConfigStat | None) -> bool:
+    """Whether ``f`` is the leader and the confirmation has not run it yet: the ranking puts confirmed configs first
+    (:func:`sweep.analysis.evidence.rank_key`), so a baseline confirmed before it would outrank it."""
+    return lead is not None and f.key == lead.key and not stats[f.key].confirmed
+
+
 def _members(ends: Mapping[int, Row], finals: list[Finalist], seeds: int, factor: float) -> tuple[Finalist, ...]:
     """The finalists a round opened after the trials of ``ends`` gives a seed: in the race, fewer than ``seeds``
     trials (those the study's end stopped left out), in :data:`VERDICT_RULE`'s order."""
@@ -335,7 +357,7 @@ def _members(ends: Mapping[int, Row], finals: list[Finalist], seeds: int, factor
     members = [f for f in finals if f.key not in out and ran.get(f.key, 0) < seeds]
     sides = sorted(
         (f for f in members if f.baseline or (lead is not None and f.key == lead.key)),
-        key=lambda f: (ran.get(f.key, 0), f.baseline),
+        key=lambda f: (ran.get(f.key, 0), not _unconfirmed_leader(stats, f, lead), -_mean(stats, f.key), f.baseline),
     )
     return (*sides, *(f for f in members if f not in sides))
 

@@ -361,7 +361,7 @@ class Planner:
 
         while self.pool.idle() > 0 and self.phase.now is Phase.CONFIRMATION:
             number = len(study.get_trials(deepcopy=False))  # the number the new trial gets
-            start = self.confirmation.next(self._dispatched(), self.rows, number)
+            start = self.confirmation.next(self._dispatched(), self.rows, number, self._payable)
             if isinstance(start, Done):
                 self.phase.close(start.reason)
                 return
@@ -384,6 +384,10 @@ class Planner:
             )
             faults.point("confirm")
             self._dispatch(trial, trial_cfg, allowance)
+
+    def _payable(self, key: tuple) -> bool:
+        """Whether the budget left can pay a confirmation trial of config ``key`` now."""
+        return self.accounts.confirm_allowance(key) is not None
 
     def _dispatched(self) -> dict[int, Row]:
         """Every dispatched trial's latest row; a running trial with no row yet as a 'running' row of its config."""

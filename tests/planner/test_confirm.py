@@ -119,7 +119,36 @@ def test_each_round_gives_the_verdicts_sides_their_seeds_first(tmp_path: Path) -
     ends = LedgerView.of(p.rows).last
     order = [(ends[t].seed, (ends[t].params["num_envs"], ends[t].params["num_steps_per_env"])) for t in sorted(ends)]
     assert order[3:9] == [(5, D), (5, A), (5, B), (8, D), (8, A), (8, B)]
-    assert "the leader on a tie" in confirm.VERDICT_RULE
+
+
+#: D, the baseline, runs in the search (its 4th trial): from then on it ties with the leader A on seeds, and costs more.
+TIED = {A: {1: 10, 5: 11, 8: 12}, B: {2: 12, 5: 13, 8: 14}, C: {3: 40}, D: {4: 30, 5: 50, 8: 40}}
+
+
+@pytest.mark.parametrize(
+    ("budget", "round_2"),
+    [
+        # after round 1, $230 leaves D's floor (1.5 x its $40 mean, + 10%) and then A's: D, the dearer, first pays both
+        # (A first would leave too little for D, and the verdict on two baseline seeds)
+        (230.0, [D, A]),
+        # $206 cannot pay D's third seed: it is passed over for A's and B's, which it can
+        (206.0, [A, B]),
+    ],
+)
+def test_on_a_tie_the_unconfirmed_leader_then_the_dearer_side_runs_first_and_one_unpaid_is_passed_over(
+    tmp_path: Path, budget: float, round_2: list
+) -> None:
+    over = {"budget.usd": budget, "budget.trial_usd": 60.0, "confirm.budget_share": 0.6, "budget.max_trials": 4}
+    p = planner(make_cfg(tmp_path, TIED, **over), tmp_path / "run")
+    p.run()
+    ends = LedgerView.of(p.rows).last
+    order = [(ends[t].seed, (ends[t].params["num_envs"], ends[t].params["num_steps_per_env"])) for t in sorted(ends)]
+    assert order[:4] == [(1, A), (2, B), (3, C), (4, D)]  # the search, the baseline its 4th trial
+    # a tie at one seed each: A, the leader, first while the confirmation has not run it (the ranking puts confirmed
+    # configs first: a baseline confirmed alone would outrank it)
+    assert order[4:7] == [(5, A), (5, D), (5, B)]
+    assert order[7:] == [(8, k) for k in round_2]
+    assert p.phase.why.startswith("budget left cannot pay another confirmation trial")
 
 
 def test_confirmation_is_billed_in_the_budget_and_shown_apart(tmp_path: Path) -> None:
@@ -153,10 +182,11 @@ def test_confirmation_is_billed_in_the_budget_and_shown_apart(tmp_path: Path) ->
 
 
 def test_a_confirmation_trial_the_budget_cannot_give_the_full_cap_starts_on_what_is_left(tmp_path: Path) -> None:
-    # $252, a $70 cap: round 2 opens with $85 left after round 1 ($167 spent); A's seed ($12) leaves $73, less than
-    # a capped trial's $77 reserve: D, the baseline, starts capped at $73 / 1.1, at least 1.5 x its own mean ($40),
-    # and reaches at $40; B's last seed starts on the $33 / 1.1 left, over 1.5 x its mean ($13), and costs $12
-    over = {"budget.usd": 252.0, "budget.trial_usd": 70.0, "confirm.budget_share": 0.5}
+    # $242, a $70 cap: round 2 opens with $75 left after round 1 ($167 spent), less than a capped trial's $77
+    # reserve. D, the baseline, tied with the leader A at two seeds and the dearer, starts first, capped at $75 / 1.1,
+    # at least 1.5 x its own mean ($40), and reaches at $40; A's seed starts on $35 / 1.1 and costs $12; B's last
+    # starts on the $23 / 1.1 left, over 1.5 x its mean ($13), and costs $12
+    over = {"budget.usd": 242.0, "budget.trial_usd": 70.0, "confirm.budget_share": 0.5}
     p = planner(make_cfg(tmp_path, BUDGETED, **over), tmp_path / "run")
     p.run()
     rows = read_rows(tmp_path / "run" / "ledger.jsonl")
@@ -168,11 +198,11 @@ def test_a_confirmation_trial_the_budget_cannot_give_the_full_cap_starts_on_what
     }
     ends = LedgerView.of(rows).last
     round2 = [t for t in sorted(caps) if t >= 7]
-    assert [caps[t] for t in round2] == [70.0, pytest.approx(73 / 1.1), pytest.approx(33 / 1.1)]
-    assert [(ends[t].params["num_envs"], ends[t].params["num_steps_per_env"]) for t in round2] == [A, D, B]
-    assert [ends[t].billable_s for t in round2] == [12.0, 40.0, 12.0]
+    assert [caps[t] for t in round2] == [pytest.approx(75 / 1.1), pytest.approx(35 / 1.1), pytest.approx(23 / 1.1)]
+    assert [(ends[t].params["num_envs"], ends[t].params["num_steps_per_env"]) for t in round2] == [D, A, B]
+    assert [ends[t].billable_s for t in round2] == [40.0, 12.0, 12.0]
     total = summary.summarize(rows).total_usd
-    assert total == pytest.approx(231.0) and total < 252.0
+    assert total == pytest.approx(231.0) and total < 242.0
 
 
 def test_the_ranking_leaves_compilation_out_of_both_sides(tmp_path: Path) -> None:
