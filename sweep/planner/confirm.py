@@ -183,8 +183,9 @@ class Confirmation:
 def throughput(rows: Iterable[Row], key: tuple, phase: str, steady: bool = False) -> float | None:
     """The mean env steps per training second of config ``key``'s trials of ``phase``: over each trial's first round
     (its first row), or with ``steady`` over its second round where it has one (what the rows after the first add),
-    which pays no first-round costs (a shape new to the worker, the first capture of the CUDA-graph update: on one
-    H100 1.1 s of a 4 s round); None when no trial has a round."""
+    which pays no first-round costs (the first rollouts and updates of a shape new to the worker; the CUDA-graph
+    capture and its wait, once 1.1 s of a 4 s round on one H100, are billed to compilation); None when no trial has a
+    round."""
     by_trial: dict[int, list[Row]] = {}
     for r in rows:
         if r.phase == phase and TrialParams.identity(r.params) == key and r.env_steps > 0:
@@ -334,7 +335,7 @@ def plan(ends: Mapping[int, Row], finals: list[Finalist], seeds: int, factor: fl
 def _mean(stats: Mapping[tuple, ConfigStat], key: tuple) -> float:
     """A config's mean cost on equal terms over its counted seeds (0 without one)."""
     stat = stats.get(key)
-    return stat.race_mean or 0.0 if stat is not None else 0.0
+    return (stat.race_mean or 0.0) if stat is not None else 0.0
 
 
 def _unconfirmed_leader(stats: Mapping[tuple, ConfigStat], f: Finalist, lead: ConfigStat | None) -> bool:
