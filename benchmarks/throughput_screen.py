@@ -72,9 +72,25 @@ def held(text: str) -> dict[str, Any]:
     """``key=value,...`` (values ``true``/``false`` or numbers) as the params the slice holds."""
     out: dict[str, Any] = {}
     for part in filter(None, text.split(",")):
-        name, _, value = part.partition("=")
-        low = value.strip().lower()
-        out[name.strip()] = low == "true" if low in ("true", "false") else float(value)
+        name, eq, value = (x.strip() for x in part.partition("="))
+        low = value.lower()
+        try:
+            out[name] = low == "true" if low in ("true", "false") else float(value)
+        except ValueError:
+            eq = ""
+        if not (name and eq):
+            raise argparse.ArgumentTypeError(f"{part!r}: expected key=value, the value true, false or a number")
+    return out
+
+
+def counts(text: str) -> list[int]:
+    """``1,2,3`` as positive integers."""
+    try:
+        out = [int(x) for x in text.split(",")]
+    except ValueError:
+        out = []
+    if not out or min(out) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected positive integers separated by commas, such as 1,2,3")
     return out
 
 
@@ -165,10 +181,10 @@ def uninformed(n: int, total: int, correct: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("table")
-    ap.add_argument("--held", default="flags.buffer_donation=true", help="params the screened slice holds")
+    ap.add_argument("--held", type=held, default="flags.buffer_donation=true", help="params the screened slice holds")
     ap.add_argument("--target", type=float, default=0.9)
     ap.add_argument("--within", type=float, default=0.1)
-    ap.add_argument("--trained", default="1,2,3,4", help="configs trained at random before the ranking (k)")
+    ap.add_argument("--trained", type=counts, default="1,2,3,4", help="configs trained at random first (k)")
     ap.add_argument("--then", type=int, default=1, help="untried configs trained by the ranking after them (m)")
     ap.add_argument("--ridge", type=float, default=0.5)
     ap.add_argument("--draws", type=int, default=4000)
@@ -176,10 +192,20 @@ def main() -> None:
     args = ap.parse_args()
 
     table = load_table(args.table)
-    configs = screened(table, held(args.held), args.target, args.within)
-    run_s = truth(table, args.target, args.within).unit_usd / USD_PER_S
+    try:
+        configs = screened(table, args.held, args.target, args.within)
+        run_s = truth(table, args.target, args.within).unit_usd / USD_PER_S
+    except ValueError as exc:
+        ap.error(f"{args.table}: {exc}")
+    trainable = sum(1 for c in configs if c.steps)
+    if trainable < max(args.trained) or len(configs) < max(args.trained) + args.then:
+        ap.error(
+            f"--held: {len(configs)} configs hold it ({trainable} reached the target), too few for --trained "
+            f"{max(args.trained)} and --then {args.then}"
+        )
+    shown = ",".join(f"{k}={str(v).lower()}" for k, v in args.held.items())
     print(
-        f"{len(configs)} configs hold {args.held}; {sum(c.correct for c in configs)} correct; one baseline run "
+        f"{len(configs)} configs hold {shown}; {sum(c.correct for c in configs)} correct; one baseline run "
         f"{run_s:.1f} s ({PRICE.usd_per_hour / 3600:g} $/s: seconds read as dollars)"
     )
     varied = sorted(
@@ -206,7 +232,7 @@ def main() -> None:
         f"worker adds {statistics.median(one_time):.1f} s one-time (median of {len(one_time)} recordings that paid one)"
     )
     n_correct = sum(c.correct for c in configs)
-    for k in (int(x) for x in args.trained.split(",")):
+    for k in args.trained:
         rate = hit_rate(configs, k, args.then, args.draws, args.ridge, args.seed)
         print(
             f"trained {k} at random, then the screen's {args.then}: a correct config trained in {rate:.0%} of "

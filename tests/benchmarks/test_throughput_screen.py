@@ -3,8 +3,10 @@ config's measured throughput, as a ranking of the configs a search has not train
 
 from __future__ import annotations
 
+import argparse
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -63,10 +65,28 @@ def test_an_exact_model_finds_the_cheapest_config_once_three_are_trained() -> No
     assert bench.hit_rate(slower, k=1, m=1, draws=400, ridge=1e-9, seed=0) == pytest.approx(1 / 9, abs=0.05)
 
 
-def test_the_uninformed_chance_and_the_held_params() -> None:
+def test_the_uninformed_chance_and_the_command_lines_values() -> None:
     bench = benchmark("throughput_screen")
     assert bench.uninformed(2, 24, 2) == pytest.approx(1 - 22 * 21 / (24 * 23))
     assert bench.held("flags.buffer_donation=true,num_envs=4096") == {
         "flags.buffer_donation": True,
         "num_envs": 4096.0,
     }
+    assert bench.counts("1,3") == [1, 3]
+    for bad in ("flags.buffer_donation", "=true", "num_envs=many"):
+        with pytest.raises(argparse.ArgumentTypeError, match="key=value"):
+            bench.held(bad)
+    for bad in ("0,2", "two", ""):
+        with pytest.raises(argparse.ArgumentTypeError, match="positive integers"):
+            bench.counts(bad)
+
+
+def test_the_command_on_the_committed_table(monkeypatch, capsys) -> None:
+    bench = benchmark("throughput_screen")
+    table = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "h200_grid3.json"
+    monkeypatch.setattr("sys.argv", ["throughput_screen.py", str(table), "--trained", "3", "--draws", "200"])
+    bench.main()
+    out = capsys.readouterr().out
+    assert out.startswith("24 configs hold flags.buffer_donation=true; 2 correct;")
+    assert out.count("  correct") == 2 and "baseline runs; a shape new to a worker adds" in out
+    assert "trained 3 at random, then the screen's 1: a correct config trained in" in out
