@@ -40,7 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script or i
 from search_efficiency import PRICE, USD_PER_S, equal_terms_s, truth
 
 from sweep.backends.replay import load_table
+from sweep.cli import parse_overrides
 from sweep.contract import one_time_s
+from sweep.errors import SweepError
 from sweep.params import TrialParams
 
 PAID_S = 1.0
@@ -69,17 +71,15 @@ class Screened:
 
 
 def held(text: str) -> dict[str, Any]:
-    """``key=value,...`` (values ``true``/``false`` or numbers) as the params the slice holds."""
-    out: dict[str, Any] = {}
-    for part in filter(None, text.split(",")):
-        name, eq, value = (x.strip() for x in part.partition("="))
-        low = value.lower()
-        try:
-            out[name] = low == "true" if low in ("true", "false") else float(value)
-        except ValueError:
-            eq = ""
-        if not (name and eq):
-            raise argparse.ArgumentTypeError(f"{part!r}: expected key=value, the value true, false or a number")
+    """``key=value,...`` as the params the slice holds, read as the command line reads overrides
+    (:func:`sweep.cli.parse_overrides`); each value ``true``, ``false`` or a number."""
+    try:
+        out = parse_overrides([part for part in text.split(",") if part])
+    except SweepError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    for key, value in out.items():
+        if not isinstance(value, (bool, int, float)):
+            raise argparse.ArgumentTypeError(f"{key}={value}: expected key=value, the value true, false or a number")
     return out
 
 
