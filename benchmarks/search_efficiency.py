@@ -57,7 +57,7 @@ from sweep import config as config_mod
 from sweep.analysis.summary import summarize
 from sweep.backends.replay import BASELINE, HELD_OUT, draw_index, load_table
 from sweep.config import validation
-from sweep.contract import one_time_s
+from sweep.contract import THROUGHPUT_PHASES, one_time_s
 from sweep.execution.inline import InlinePool
 from sweep.ledger import LedgerView, LedgerWriter, Row, metrics, read_rows
 from sweep.params import TrialParams, flag_name, named_flags
@@ -75,6 +75,9 @@ STRATEGIES = ("planner-cost", "planner", "random", "asha")
 #: to its own end; with no stop rule, the same budget) drawn with seed ``PRIOR_SEED`` + its own.
 PRIOR: dict[str, Any] = {"search.prior": "earlier study"}
 PRIOR_SEED = 1000
+#: The overrides of a line with the throughput screen (``--screen``): every shape's throughput first, the cost model on
+#: env steps (``search.screen``); the table's first checkpoints prorated to the screen's iterations.
+SCREEN: dict[str, Any] = {"search.screen": True}
 
 
 def subset(table: dict[str, Any], num_envs: set[int]) -> dict[str, Any]:
@@ -427,8 +430,8 @@ class Study:
     outcome: tuple
     """What it drew and paid, in order, and what it recommended: equal for studies that ran alike."""
     ran: frozenset[tuple] = frozenset()
-    """The configs it trained (search and confirmation; not a throughput probe): whether it ever ran a correct one
-    tells search breadth from the choice among what it ran."""
+    """The configs it trained (search and confirmation; not a throughput probe or screen): whether it ever ran a
+    correct one tells search breadth from the choice among what it ran."""
     decided: bool | None = None
     """Whether its own verdict against the baseline is decided (``vs_baseline``'s 95% interval wholly below 1, as
     ``sweep.run`` reports it); None for a strategy that measures no baseline."""
@@ -440,7 +443,7 @@ def planner_study(rows: list[Row]) -> Study:
     rec = summarize(rows).recommendation
     key = TrialParams.identity(rec.config.params) if rec is not None else None
     paid = tuple((TrialParams.identity(r.params), round(float(r.billable_s), 6)) for r in ends)
-    ran = frozenset(TrialParams.identity(r.params) for r in ends if r.phase != "probe")
+    ran = frozenset(TrialParams.identity(r.params) for r in ends if r.phase not in THROUGHPUT_PHASES)
     vs = rec.vs_baseline if rec is not None else None
     decided = vs is not None and vs.hi is not None and vs.hi < 1.0
     return Study(key, sum(metrics(r).usd for r in ends), (paid, key), ran, decided)
@@ -583,6 +586,7 @@ def main() -> None:
     )
     parser.add_argument("--num-envs", type=env_counts, default=None, help="replay only these env counts")
     parser.add_argument("--prior", action="store_true", help="also the planner warm-started from an earlier study")
+    parser.add_argument("--screen", action="store_true", help="also the planner with the throughput screen first")
     args = parser.parse_args()
     if args.confirm_share is not None and not 0 <= args.confirm_share < 1:
         parser.error(f"--confirm-share: a share of the budget in [0, 1) (got {args.confirm_share:g})")
@@ -649,8 +653,18 @@ def main() -> None:
         )
         for budget in args.budget_runs:
             lines.append(("planner-cost", f"planner-cost+prior budget {budget:g} runs", budget, PRIOR, None))
+    if args.screen:
+        print(
+            "planner-cost+screen trains every shape for a few iterations first and models env steps over their "
+            "throughput (search.screen); its screen trials replay the first checkpoint's training seconds and env "
+            "steps prorated to those iterations, the one-time seconds whole"
+        )
+        for budget in args.budget_runs:
+            lines.append(("planner-cost", f"planner-cost+screen budget {budget:g} runs", budget, SCREEN, None))
     if STOP_RULE is not None and args.later_runs is not None and "planner-cost" in chosen:
         lines.append(("planner-cost", "planner-cost stop rule", None, STOP_RULE, None))
+        if args.screen:
+            lines.append(("planner-cost", "planner-cost+screen stop rule", None, {**STOP_RULE, **SCREEN}, None))
     verdicts = []
     for strategy, label, budget, overrides, design in lines:
         studies = [study(table, args, space, strategy, budget, overrides, design, rep) for rep in range(args.reps)]

@@ -72,9 +72,15 @@ GATE_SIGNALS = {"train_success": "training episodes' success", "on_track": "trai
 #: Phases a trial pays once, whatever it trains; how long they take depends on what ran before it (a warm XLA
 #: cache, imports already done), so trials are compared without them (the ledger's ``race_*`` figures).
 ONE_TIME_PHASES = ("startup", "compile")
-#: Phases of a study, in order: the search, the throughput probes of the exact flags its leader holds, then the
-#: confirmation of its finalists on further seeds.
-STUDY_PHASES = ("search", "probe", "confirm")
+#: Phases of a study, in order: the throughput screen of the searched configs (``search.screen``), the search, the
+#: throughput probes of the exact flags its leader holds, then the confirmation of its finalists on further seeds.
+STUDY_PHASES = ("screen", "search", "probe", "confirm")
+#: Phases whose trials measure throughput alone: one short round of training, no held-out pass, no cost to target
+#: (no seed of their config).
+THROUGHPUT_PHASES = ("screen", "probe")
+#: Training iterations of a screen trial (``phase='screen'``): enough for a steady rate of env steps per training
+#: second once the trial's compilation and warm-up are done (docs/benchmarks.md, "A route to breadth").
+SCREEN_ITERATIONS = 5
 
 #: A running trial's reservation of the study budget covers its allowance plus an overrun (the cap is checked after
 #: each iteration): the planner reserves it, the config's checks make sure one trial's fits.
@@ -124,6 +130,18 @@ def cap_reached(cfg: TrialConfig, billable_s: float, phases_s: Mapping[str, floa
 
 #: How a throughput probe ends (``phase='probe'``): after its first round of training, before any held-out pass.
 PROBE_END: Ending = (TrialState.CAPPED, EndCause.PROBE, "throughput probe: one round of training, no held-out pass")
+#: How a screen trial ends (``phase='screen'``): after its :data:`SCREEN_ITERATIONS`, before any held-out pass.
+SCREEN_END: Ending = (
+    TrialState.CAPPED,
+    EndCause.PROBE,
+    f"throughput screen: {SCREEN_ITERATIONS} iterations of training, no held-out pass",
+)
+
+
+def throughput_end(phase: str) -> Ending | None:
+    """How a trial of study ``phase`` ends after its first round of training (:data:`THROUGHPUT_PHASES`); None for a
+    trial that trains to its target or cap."""
+    return {"probe": PROBE_END, "screen": SCREEN_END}.get(phase)
 
 
 def end_state(success: float | None, target: float, answer: str) -> Ending | None:
@@ -191,9 +209,10 @@ class TrialConfig:
     backend_options: dict[str, Any] = field(default_factory=dict)
     """Backend-specific options (e.g. the recorded table of the replay backend)."""
     phase: str = "search"
-    """The study phase the trial belongs to, recorded on its ledger rows: 'search', 'probe' (a throughput probe: it
-    ends after its first round of training, with no held-out pass) or 'confirm' (a finalist re-run on a further
-    training seed by the planner's confirmation)."""
+    """The study phase the trial belongs to, recorded on its ledger rows: 'screen' (a config's throughput over
+    :data:`SCREEN_ITERATIONS`, no held-out pass), 'search', 'probe' (a throughput probe: it ends after its first round
+    of training, with no held-out pass) or 'confirm' (a finalist re-run on a further training seed by the planner's
+    confirmation)."""
     baseline: bool = False
     """The trial runs the study's baseline config (recorded on its ledger rows, for the comparison)."""
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweep.analysis.figures import TrialFigures
-from sweep.contract import END_STATES, TrialState
+from sweep.contract import END_STATES, THROUGHPUT_PHASES, TrialState
 from sweep.ledger import LedgerView, Row, metrics
 from sweep.params import TrialParams
 
@@ -132,8 +132,9 @@ def _config_stats(view: LedgerView, phase: str | None) -> list[ConfigStat]:
     groups: dict[tuple, list[Row]] = {}
     ends = view.last
     for r in (ends[t] for t in sorted(ends)):
-        # a throughput probe measured no cost to target: no seed of its config
-        if r.state in END_STATES and r.ran and (r.phase == phase if phase is not None else r.phase != "probe"):
+        # a throughput probe or screen measured no cost to target: no seed of its config
+        in_phase = r.phase == phase if phase is not None else r.phase not in THROUGHPUT_PHASES
+        if r.state in END_STATES and r.ran and in_phase:
             groups.setdefault(TrialParams.identity(r.params), []).append(r)
     stats = []
     for key, members in groups.items():

@@ -29,7 +29,7 @@ from typing import Any
 
 from sweep.backends.base import Backend, Profile, TaskEnv
 from sweep.contract import (
-    PROBE_END,
+    ONE_TIME_PHASES,
     EndCause,
     Ending,
     Sink,
@@ -39,6 +39,7 @@ from sweep.contract import (
     cap_reached,
     end_state,
     one_time_s,
+    throughput_end,
 )
 from sweep.errors import ConfigError
 from sweep.ledger import Progress, Row, TrialRows, read_rows
@@ -160,13 +161,24 @@ def pick_record(matches: Sequence[Recording], seed: int, earlier: Sequence[int] 
     return matches[used[-1]]
 
 
-def probe_point(point: Progress) -> Progress:
+def probe_point(point: Progress, iterations: int | None = None) -> Progress:
     """What a throughput probe of a recorded trial measured and is billed: the recording's first round of training
-    with its one-time seconds, less the held-out pass that a probe does not run (no success, no bounds)."""
-    phases = {**point.phases_s.as_dict(), "eval": 0.0}
+    with its one-time seconds, less the held-out pass that a probe does not run (no success, no bounds). With
+    ``iterations`` fewer than the round's (a screen trial, :data:`sweep.contract.SCREEN_ITERATIONS`): that share of
+    the round's training seconds and env steps, the one-time seconds whole, a prorated stand-in for a shorter round
+    that the table did not record (its first iterations' rate taken as the round's)."""
+    share = 1.0 if iterations is None or point.iteration <= 0 else min(1.0, iterations / point.iteration)
+    one_time = one_time_s(point.phases_s)
+    phases = {
+        name: (value if name in ONE_TIME_PHASES else value * share)
+        for name, value in {**point.phases_s.as_dict(), "eval": 0.0}.items()
+    }
+    training_s = max(0.0, point.billable_s - point.phases_s.get("eval", 0.0) - one_time)
     return replace(
         point,
-        billable_s=max(0.0, point.billable_s - point.phases_s.get("eval", 0.0)),
+        iteration=round(point.iteration * share),
+        env_steps=round(point.env_steps * share),
+        billable_s=one_time + training_s * share,
         phases_s=PhaseSeconds.of(phases),
         success=None,
         success_lo=None,
@@ -237,8 +249,9 @@ def replay_trial(
         record = pick_record(matches, cfg.seed, list(dict.fromkeys(earlier.values())))
     else:
         record = matches[draw_index(len(matches), int(options.get("draw_seed", 0)), key, len(earlier))]
-    if cfg.phase == "probe" and record.curve:
-        return end(probe_point(record.curve[0]), PROBE_END)
+    measured = throughput_end(cfg.phase)
+    if measured is not None and record.curve:
+        return end(probe_point(record.curve[0], cfg.eval_every if cfg.phase == "screen" else None), measured)
     previous_s = 0.0
     for point in record.curve:
         if time_scale > 0:

@@ -193,6 +193,11 @@ class Search:
     step, only its speed) at their fast setting during the search, and decide each by a throughput probe on the
     leader's config when the confirmation starts (one round of training, no held-out pass), not by trials to the
     target. False: they are searched like any knob."""
+    screen: bool = False
+    """Before the search, train every feasible config for a few iterations with no held-out pass and keep its env
+    steps per training second; the cost model then learns env steps to target and divides by each config's measured
+    throughput (:mod:`sweep.planner.searchers.screen`). Billed like every trial, each screen with its start-up and
+    compilation: it pays only in a space of few configs."""
     prior: str = ""
     """A warm start: the run folder of an earlier study of the same task on the same kind of device. Its search and
     confirmation trials teach the cost model from the first proposal (their seconds at this study's price); they are

@@ -9,13 +9,19 @@ the log cost of every untried config, and the planner pays for the one with the 
 over the best cost per expected dollar of the trial itself (:func:`choose`): a trial is capped near the best known
 cost (``race_slack`` times it), so a config predicted to be cheap is also cheap to rule out.
 
+With a throughput screen (``search.screen``, :mod:`sweep.planner.searchers.screen`) the model learns env steps to
+target instead (each cost times its config's measured env steps per training second, :func:`throughputs`), with a
+linear trend over the ordinal knobs (the steps grow with ``num_envs``), and each untried config's prediction is
+divided by its own throughput: the steps follow the shape and the learning, the throughput is measured, not
+predicted.
+
 Numbers are USD on equal terms (one-time start-up and compilation left out), as the pruner and the ranking use.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +29,7 @@ import numpy as np
 
 from sweep.contract import TrialState
 from sweep.ledger import Row, metrics
+from sweep.params import TrialParams
 
 #: Ended search trials needed before the model proposes (before: the Optuna sampler's random proposals).
 MIN_EVIDENCE = 3
@@ -69,6 +76,48 @@ def evidence(rows: Iterable[Row], skip: set[int], target: float) -> list[tuple[d
     return out
 
 
+def throughputs(rows: Iterable[Row]) -> dict[tuple, float]:
+    """Config identity (:meth:`~sweep.params.TrialParams.identity`) -> mean env steps per training second over the
+    ended screen trials (``phase='screen'``) of the ledger ``rows`` that measured any."""
+    ends = {r.trial: r for r in rows}
+    by_config: dict[tuple, list[float]] = {}
+    for r in ends.values():
+        sps = metrics(r).throughput_sps
+        if r.phase == "screen" and r.ended and sps > 0:
+            by_config.setdefault(TrialParams.identity(r.params), []).append(sps)
+    return {key: sum(v) / len(v) for key, v in by_config.items()}
+
+
+def _log_sps(
+    evidence: list[tuple[dict[str, Any], float]], candidates: list[dict[str, Any]], sps: Mapping[tuple, float] | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The log throughput of each evidence config and of each candidate; zeros (the model on cost itself) unless
+    every one was screened."""
+    none = np.zeros(len(evidence)), np.zeros(len(candidates))
+    if not sps:
+        return none
+    keys = [TrialParams.identity(p) for p, _ in evidence], [TrialParams.identity(p) for p in candidates]
+    if any(k not in sps for group in keys for k in group):
+        return none
+    return np.log([sps[k] for k in keys[0]]), np.log([sps[k] for k in keys[1]])
+
+
+def _predict(
+    evidence: list[tuple[dict[str, Any], float]],
+    candidates: list[dict[str, Any]],
+    choices: dict[str, list[Any]],
+    sps: Mapping[tuple, float] | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard deviation of each candidate's log USD to target: the model fitted on cost, or with every
+    config's throughput on cost x throughput (env steps, up to the price) with a trend, divided back by the
+    candidate's."""
+    seen, unseen = _log_sps(evidence, candidates, sps)
+    usd = [u * math.exp(k) for (_, u), k in zip(evidence, seen, strict=True)]
+    model = CostModel([encode(p, choices) for p, _ in evidence], usd, trend=bool(unseen.any()))
+    mu, sigma = model.predict([encode(p, choices) for p in candidates])
+    return mu - unseen, sigma
+
+
 def encode(params: dict[str, Any], choices: dict[str, list[Any]]) -> tuple[list[float], list[Any]]:
     """(ordinal features in [0, 1], categorical values) of a config: numeric knobs with several choices by their
     rank, every other varied knob (flags) as a category."""
@@ -89,9 +138,13 @@ class CostModel:
     """A Gaussian process on standardized log cost with a product kernel: squared-exponential over the ordinal
     features, exp(-mismatches / scale) over the categories."""
 
-    def __init__(self, xs: list[tuple[list[float], list[Any]]], usd: list[float]) -> None:
+    def __init__(self, xs: list[tuple[list[float], list[Any]]], usd: list[float], trend: bool = False) -> None:
         self.xs = xs
         z = np.log(np.asarray(usd, dtype=float))
+        self.slopes = np.zeros(len(xs[0][0]) if xs else 0)
+        if trend and self.slopes.size:
+            self.slopes = _slopes(np.asarray([x[0] for x in xs], dtype=float), z)
+            z = z - np.asarray([x[0] for x in xs], dtype=float) @ self.slopes
         self.mean, self.std = float(z.mean()), max(float(z.std()), 0.1)
         self.y = (z - self.mean) / self.std
         fits = [(self._log_likelihood(a, b), a, b) for a in ORDINAL_SCALES for b in FLAG_SCALES]
@@ -127,7 +180,22 @@ class CostModel:
         mu = ks @ alpha
         v = np.linalg.solve(chol, ks.T)
         var = np.clip(1.0 - (v**2).sum(0), 1e-9, None)
-        return self.mean + self.std * mu, self.std * np.sqrt(var)
+        trend = np.asarray([x[0] for x in xs], dtype=float) @ self.slopes if self.slopes.size else 0.0
+        return self.mean + trend + self.std * mu, self.std * np.sqrt(var)
+
+
+#: Ridge on the trend's slopes (log cost per rank unit): with as few configs as knobs, a line through them all.
+TREND_RIDGE = 0.1
+
+
+def _slopes(x: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """Least-squares slopes of ``z`` on the ordinal features ``x`` (rows), with an intercept and a ridge of
+    :data:`TREND_RIDGE` on the slopes."""
+    a = np.hstack([np.ones((len(x), 1)), x])
+    penalty = TREND_RIDGE * np.eye(a.shape[1])
+    penalty[0, 0] = 0.0
+    coef = np.linalg.solve(a.T @ a + penalty, a.T @ z)
+    return coef[1:]
 
 
 def _cdf(u: np.ndarray) -> np.ndarray:
@@ -181,15 +249,16 @@ def prospect(
     bar_usd: float,
     one_time_usd: float,
     later_runs: float,
+    sps: Mapping[tuple, float] | None = None,
 ) -> Prospect | None:
     """The candidate with the highest expected saving over ``later_runs`` later training runs less its trial's
     expected cost (cost-aware stopping: the study goes on while some trial is expected to pay for itself); None while
-    the evidence is too thin to say (:data:`MIN_EVIDENCE`) or there is no candidate."""
+    the evidence is too thin to say (:data:`MIN_EVIDENCE`) or there is no candidate. ``sps``: the screen's
+    throughput by config (:func:`throughputs`)."""
     evidence = _placeable(evidence, choices)
     if len(evidence) < MIN_EVIDENCE or not candidates:
         return None
-    model = CostModel([encode(p, choices) for p, _ in evidence], [usd for _, usd in evidence])
-    mu, sigma = model.predict([encode(p, choices) for p in candidates])
+    mu, sigma = _predict(evidence, candidates, choices, sps)
     saving = expected_saving_usd(mu, sigma, best_usd)
     cost = expected_trial_usd(mu, sigma, bar_usd) + one_time_usd
     i = int(np.argmax(saving * later_runs - cost))
@@ -210,14 +279,15 @@ def choose(
     choices: dict[str, list[Any]],
     best_usd: float | None,
     one_time_usd: float,
+    sps: Mapping[tuple, float] | None = None,
 ) -> dict[str, Any] | None:
     """The candidate to pay for next (expected improvement of log cost per expected trial USD), or None while
-    the evidence is too thin (:data:`MIN_EVIDENCE`) or there is no candidate."""
+    the evidence is too thin (:data:`MIN_EVIDENCE`) or there is no candidate. ``sps``: the screen's throughput by
+    config (:func:`throughputs`)."""
     evidence = _placeable(evidence, choices)
     if len(evidence) < MIN_EVIDENCE or not candidates:
         return None
-    model = CostModel([encode(p, choices) for p, _ in evidence], [usd for _, usd in evidence])
-    mu, sigma = model.predict([encode(p, choices) for p in candidates])
+    mu, sigma = _predict(evidence, candidates, choices, sps)
     best = math.log(best_usd) if best_usd else min(math.log(usd) for _, usd in evidence)
     # what the trial itself costs: its predicted cost to target, at most the best (the race cap, within its slack),
     # plus one-time
@@ -236,4 +306,5 @@ __all__ = [
     "expected_saving_usd",
     "expected_trial_usd",
     "prospect",
+    "throughputs",
 ]

@@ -29,7 +29,7 @@ from typing import Any
 
 from sweep.analysis.evidence import ConfigStat, config_stats, rank_key, ratio_interval
 from sweep.config import Confirm
-from sweep.contract import TrialState
+from sweep.contract import THROUGHPUT_PHASES, TrialState
 from sweep.ledger import Row, metrics
 from sweep.params import TrialParams, flag_key
 from sweep.planner.phase import Done, Wait
@@ -349,7 +349,7 @@ def _members(ends: Mapping[int, Row], finals: list[Finalist], seeds: int, factor
     trials (those the study's end stopped left out), in :data:`VERDICT_RULE`'s order."""
     ran: dict[tuple, int] = {}
     for r in ends.values():
-        if r.ran and not r.by_study and r.phase != "probe":
+        if r.ran and not r.by_study and r.phase not in THROUGHPUT_PHASES:
             key = TrialParams.identity(r.params)
             ran[key] = ran.get(key, 0) + 1
     stats = {c.key: c for c in config_stats(list(ends.values()))}

@@ -36,6 +36,7 @@ from sweep.contract import (
     EVAL_SEED_BASE,
     PRUNE,
     STOP,
+    THROUGHPUT_PHASES,
     EndCause,
     TrialConfig,
     TrialPool,
@@ -137,7 +138,7 @@ class Planner:
             drivers = runlock.lives(self.run_dir)
             study_store.close_orphans(study, self.rows, self.cfg, self.price, drivers, self.ends.close_orphan)
         self.tried.update(self._measured())
-        if any(r.phase != "search" for r in self.rows):  # a resumed study goes on probing or confirming
+        if any(r.phase in ("probe", "confirm") for r in self.rows):  # a resumed study goes on probing or confirming
             self.phase.confirm()
         with self.ends.open():
             try:
@@ -173,12 +174,13 @@ class Planner:
 
     def _measured(self) -> set[tuple]:
         """The configs of the ledger's ended trials that ran, less those cut short through no doing of their config
-        (the driver died, the study's end): those measured nothing, so their config may run again."""
+        (the driver died, the study's end) and the throughput screens and probes: those measured no cost to target,
+        so their config may run."""
         ends = self.rows.last.items()
         return {
             TrialParams.identity(r.params)
             for t, r in ends
-            if t not in self.unrun and not r.by_study and space.in_space(r.params)
+            if t not in self.unrun and not r.by_study and space.in_space(r.params) and r.phase not in THROUGHPUT_PHASES
         }
 
     def status(self) -> Status:
@@ -218,7 +220,7 @@ class Planner:
         study stops)."""
         if self.phase.now is not Phase.SEARCH:
             return None
-        started = study_store.started(study) - len(self.unrun) - study_store.confirmations(study)
+        started = study_store.started(study) - len(self.unrun) - study_store.outside_search(study)
         if started >= self.cfg.budget.max_trials:
             self.phase.close(f"trial limit ({self.cfg.budget.max_trials}) reached")
             return None
@@ -267,10 +269,10 @@ class Planner:
             trial, params = proposal.trial, proposal.params
             if self._seeds_exhausted(study, trial, params):
                 return
-            trial_cfg = self._search_config(params, trial.number)
+            trial_cfg = self._search_config(params, trial.number, proposal.phase)
             if allowance < self.accounts.allowance():  # the last trial: capped at what the budget has left
                 trial_cfg.cap_s = min(trial_cfg.cap_s, seconds(allowance, self.price.usd_per_hour))
-            if not proposal.rerun:
+            if not proposal.rerun and proposal.phase == "search":
                 knobs = trial_params(trial_cfg)
                 found = space.violations(params, self.cfg, self.control_dt_s, self.price.memory_gib)
                 if any(v > 0 for v in found.values()):
@@ -294,9 +296,9 @@ class Planner:
                 trial.set_user_attr(name, value)
             self._dispatch(trial, trial_cfg, allowance)
 
-    def _search_config(self, params: dict[str, Any], number: int) -> TrialConfig:
-        """The TrialConfig of search trial ``number``: its training seed from the trial counter, the per-trial cap,
-        raced at :meth:`Accounts.race_bar_usd` when pruning."""
+    def _search_config(self, params: dict[str, Any], number: int, phase: str = "search") -> TrialConfig:
+        """The TrialConfig of search trial ``number`` (or a screen trial, ``phase='screen'``): its training seed from
+        the trial counter, the per-trial cap, raced at :meth:`Accounts.race_bar_usd` when pruning."""
         bar = self.accounts.race_bar_usd()
         trial_cfg = space.trial_config(
             params,
@@ -305,6 +307,7 @@ class Planner:
             self.cfg.seeds.training + number,
             seconds(self.cfg.budget.trial_usd, self.price.usd_per_hour),
             race_cap_s=seconds(bar, self.price.usd_per_hour) if self.cfg.search.prune and bar is not None else None,
+            phase=phase,
         )
         base = self.baseline_params
         identity = TrialParams.identity

@@ -6,7 +6,7 @@ from typing import Any
 
 import sweep.params as params_mod
 from sweep.config import KNOB_NAMES, RunConfig
-from sweep.contract import TrialConfig
+from sweep.contract import SCREEN_ITERATIONS, TrialConfig
 from sweep.errors import ConfigError
 from sweep.params import TrialParams, flag_key, trial_params
 
@@ -94,7 +94,10 @@ def trial_config(
 ) -> TrialConfig:
     """The TrialConfig a worker runs for these params (``cap_s``, ``race_cap_s``, ``phase``, ``baseline``: see
     :class:`TrialConfig`), the study's settings for the rest (:func:`sweep.params.trial_config`; a ``mode`` among the
-    params, the baseline's, picks the runner)."""
+    params, the baseline's, picks the runner). A screen trial's one round is :data:`SCREEN_ITERATIONS` long."""
+    every = cfg.target.eval_every_steps
+    if phase == "screen":
+        every = SCREEN_ITERATIONS * int(params["num_steps_per_env"])
     return params_mod.trial_config(
         params,
         backend=cfg.backend,
@@ -102,7 +105,7 @@ def trial_config(
         seed=seed,
         target=cfg.target.success,
         eval_episodes=cfg.target.eval_episodes,
-        eval_every_steps=cfg.target.eval_every_steps,
+        eval_every_steps=every,
         eval_gate=cfg.target.eval_gate,
         eval_gate_signal=cfg.target.eval_gate_signal,
         success_term=cfg.target.success_term,

@@ -267,9 +267,10 @@ def started(study: Any) -> int:
     return sum(t.state != optuna.trial.TrialState.WAITING for t in study.get_trials(deepcopy=False))
 
 
-def confirmations(study: Any) -> int:
-    """Trials of the confirmation phase (they do not count towards ``budget.max_trials``)."""
-    return sum(t.user_attrs.get("phase") == "confirm" for t in study.get_trials(deepcopy=False))
+def outside_search(study: Any) -> int:
+    """Trials of the screen and of the confirmation (its probes included): they do not count towards
+    ``budget.max_trials``."""
+    return sum(t.user_attrs.get("phase", "search") != "search" for t in study.get_trials(deepcopy=False))
 
 
 def queued(study: Any) -> bool:

@@ -28,7 +28,6 @@ from sweep import checkpoints, perf
 from sweep.backends import get_backend
 from sweep.backends.base import Backend, resolve_device
 from sweep.contract import (
-    PROBE_END,
     EndCause,
     Ending,
     Sink,
@@ -39,6 +38,7 @@ from sweep.contract import (
     end_state,
     panel_seeds,
     success_rule,
+    throughput_end,
 )
 from sweep.ledger import PhaseClock, Progress, Row, TrialRows
 from sweep.params import trial_params
@@ -259,8 +259,9 @@ def train(cfg: TrialConfig, built: Built, clock: PhaseClock, log: TrialLog) -> R
             train_success=getattr(built.trainer, "train_success", lambda: None)(),
             on_track=built.env.on_track_share(ON_TRACK_MIN_STEPS),
         )
-        if cfg.phase == "probe":  # a throughput probe measures one round of training, nothing else
-            return log.end(PROBE_END)
+        measured = throughput_end(cfg.phase)
+        if measured is not None:  # a throughput probe or screen measures one round of training, nothing else
+            return log.end(measured)
         broken = perf.nonfinite_parts(built.alg)
         if broken:  # it cannot recover: every later round would be billed for nothing
             why = f"diverged: non-finite {' and '.join(broken)} by iteration {log.progress.iteration}"

@@ -17,7 +17,7 @@ import torch
 
 import sweep.trial.cli as trial_cli
 import sweep.trial.runner as runner
-from sweep.contract import CONTINUE, EndCause, TrialState
+from sweep.contract import CONTINUE, EndCause, TrialState, throughput_end
 from sweep.ledger import PhaseClock, metrics, read_rows
 from sweep.trial.runner import run_any
 from tests.helpers import ROOT, run_in_process, run_module, tiny_trial
@@ -230,12 +230,14 @@ def test_ledger_keeps_rows_when_the_trial_process_is_killed(tmp_path: Path) -> N
     assert [r.iteration for r in rows] == sorted(r.iteration for r in rows)
 
 
-def test_a_probe_trains_one_round_and_runs_no_held_out_pass(tmp_path: Path) -> None:
+@pytest.mark.parametrize("phase", ["probe", "screen"])
+def test_a_probe_or_screen_trains_one_round_and_runs_no_held_out_pass(tmp_path: Path, phase: str) -> None:
     rows = []
-    probe = tiny(eval_every_steps=32, phase="probe")  # a round of 2 iterations
+    probe = tiny(eval_every_steps=32, phase=phase)  # a round of 2 iterations
     final = runner.run_trial(probe, lambda r: rows.append(r) or CONTINUE, out_dir=tmp_path)
     cfg = tiny(eval_every_steps=32)
-    assert rows == [final] and final.cause == EndCause.PROBE and final.phase == "probe"
+    assert rows == [final] and final.cause == EndCause.PROBE and final.phase == phase
+    assert (final.state, final.cause, final.reason) == throughput_end(phase)
     assert final.iteration == cfg.eval_every
     assert final.env_steps == cfg.eval_every * cfg.num_envs * cfg.num_steps_per_env
     assert final.eval_episodes == 0 and final.success is None and final.phases_s.get("eval", 0.0) == 0.0

@@ -40,6 +40,9 @@ class Proposal:
     against the constraints (it ran) nor told as a repeat."""
     attrs: Mapping[str, Any] = field(default_factory=dict)
     """What the trial keeps as Optuna user attributes when it starts (e.g. ``intensify_of``)."""
+    phase: str = "search"
+    """The study phase its trial runs in: 'search', or 'screen' (its config's throughput over one short round, no
+    cost to target: :mod:`sweep.planner.searchers.screen`), which is neither checked as a repeat nor counted as run."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,11 @@ class SearchView:
         if not self.cfg.search.prior:
             return own
         return own + list(prior.evidence(self.cfg.search.prior, self.accounts.usd_per_hour, self.cfg.target.success))
+
+    def throughputs(self) -> dict[tuple, float]:
+        """With ``search.screen``, each screened config's env steps per training second
+        (:func:`sweep.planner.acquisition.throughputs`), which the cost model divides by; else none."""
+        return acquisition.throughputs(self.rows) if self.cfg.search.screen else {}
 
     def untried(self, salt: int) -> list[dict[str, Any]]:
         """Every feasible config not yet run, as suggestions, in an order shuffled by the sampler seed and ``salt``."""

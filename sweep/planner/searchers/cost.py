@@ -22,7 +22,8 @@ class CostSearcher(Searcher):
         evidence = view.evidence()
         candidates = view.untried(len(view.rows))
         best, one_time = view.accounts.best_usd(), view.accounts.one_time_usd()
-        return self.ask(study, acquisition.choose(evidence, candidates, space.choices(self.cfg), best, one_time))
+        choices = space.choices(self.cfg)
+        return self.ask(study, acquisition.choose(evidence, candidates, choices, best, one_time, view.throughputs()))
 
 
 __all__ = ["CostSearcher"]

@@ -67,6 +67,7 @@ class Payoff(Searcher):
             cap,
             view.accounts.mean_one_time_usd(),
             self.later_runs,
+            view.throughputs(),
         )
         if found is None or found.pays:
             return None
