@@ -655,7 +655,7 @@ def main() -> None:
             lines.append(("planner-cost", f"planner-cost+prior budget {budget:g} runs", budget, PRIOR, None))
     if args.screen:
         print(
-            "planner-cost+screen trains every shape for a few iterations first and models env steps over their "
+            "planner-cost+screen trains every config for a few iterations first and models env steps over their "
             "throughput (search.screen); its screen trials replay the first checkpoint's training seconds and env "
             "steps prorated to those iterations, the one-time seconds whole"
         )

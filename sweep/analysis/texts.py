@@ -103,8 +103,14 @@ def payback_text(rec: Recommendation, pay: Payback) -> str:
     return text
 
 
+#: How the study's phases (:data:`sweep.contract.STUDY_PHASES`) are named where their spend is given.
+PHASE_NAMES = {"screen": "screen", "search": "search", "probe": "probes", "confirm": "confirmation"}
+
+
 def phase_text(s: Summary) -> str:
-    """'search $a, confirmation $b' ('' when the study had no confirmation)."""
-    if not s.usd_by_phase.get("confirm"):
+    """'search $a, confirmation $b', with the screen's and the probes' spend where they ran, in the study's order (''
+    when the study was a search alone)."""
+    spent = {p: s.usd_by_phase[p] for p in PHASE_NAMES if s.usd_by_phase.get(p)}
+    if set(spent) <= {"search"}:
         return ""
-    return f"search ${s.usd_by_phase.get('search', 0.0):.4f}, confirmation ${s.usd_by_phase['confirm']:.4f}"
+    return ", ".join(f"{PHASE_NAMES[p]} ${usd:.4f}" for p, usd in spent.items())

@@ -192,7 +192,13 @@ class Planner:
             budget_usd=self.accounts.budget_usd(),
             states={str(getattr(state, "value", state)): n for state, n in self.state_counts().items()},
             stopping=self.phase.why,
-            phase="confirm" if self.phase.work is Phase.CONFIRMATION else "search",
+            phase=(
+                "confirm"
+                if self.phase.work is Phase.CONFIRMATION
+                else "screen"
+                if any(run.phase == "screen" for run in self.running.values())
+                else "search"
+            ),
             best=best_so_far(self.rows),
             running=tuple(
                 trial_status(n, run.config, run.params, run.rows, price) for n, run in sorted(self.running.items())

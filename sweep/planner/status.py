@@ -27,7 +27,7 @@ class TrialStatus:
     seed: int
     """Its training seed."""
     phase: str
-    """'search' or 'confirm'."""
+    """Its study phase (:data:`sweep.contract.STUDY_PHASES`)."""
     baseline: bool
     """It runs the study's baseline config."""
     iteration: int
@@ -70,7 +70,7 @@ class Status:
     stopping: str
     """Why the study is ending, in words; '' while it goes on."""
     phase: str = "search"
-    """'search' or 'confirm'."""
+    """'screen' (the throughput screen runs), 'search' or 'confirm'."""
     best: Best | None = None
     """The cheapest trial to the target so far on equal terms; None before one reached."""
     running: tuple[TrialStatus, ...] = field(default_factory=tuple)

@@ -28,9 +28,10 @@ def plain_line(status: Status) -> str:
     it stops."""
     states = ", ".join(f"{n} {s}" for s, n in sorted(status.states.items())) or "no trials yet"
     best = f"${status.best.usd:.4f}" if status.best is not None else "none yet"
+    doing = {"confirm": " | confirming the finalists on more seeds", "screen": " | screening each config's throughput"}
     return (
         f"spent ${status.spent_usd:.4f} / ${status.budget_usd:g} | {states} | best USD-to-target {best}"
-        + (" | confirming the finalists on more seeds" if status.phase == "confirm" else "")
+        + doing.get(status.phase, "")
         + (f" | stopping: {status.stopping}" if status.stopping else "")
     )
 
@@ -50,7 +51,10 @@ def live_view(status: Status) -> Any:
         Text(f"${status.spent_usd:.4f} of ${status.budget_usd:g} spent ({100 * share:.1f}%)"),
     )
     states = ", ".join(f"{n} {s}" for s, n in sorted(status.states.items())) or "no trials yet"
-    phase = "confirmation (the finalists on more seeds)" if status.phase == "confirm" else "search"
+    phase = {
+        "confirm": "confirmation (the finalists on more seeds)",
+        "screen": "throughput screen (each config a few iterations)",
+    }.get(status.phase, "search")
     best = status.best
     head = Table.grid(padding=(0, 1))
     head.add_row(Text("budget", style="bold"), bar)

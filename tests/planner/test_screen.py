@@ -13,8 +13,10 @@ from sweep.contract import CONTINUE, SCREEN_ITERATIONS, TrialConfig
 from sweep.ledger import LedgerView, metrics
 from sweep.params import TrialParams
 from sweep.planner import acquisition, space
+from sweep.planner.loop import Planner
 from sweep.record import EndCause
-from tests.planner.test_loop import ledger_row, make_cfg, planner
+from sweep.report.live import plain_line
+from tests.planner.test_loop import PRICE, inline_pool, ledger_row, make_cfg, planner
 from tests.replay_table import reaching_curve, write_seeded_table
 
 #: Four configs, two seeds each; 64 x 16 the cheapest.
@@ -61,6 +63,16 @@ def test_every_config_is_screened_once_before_the_search_and_counts_as_no_trial_
     assert {(r.params["num_envs"], r.params["num_steps_per_env"]) for r in ends[4:]} == set(COSTS)
     assert all(len(c.trials) == 1 and c.n_reached == 1 for c in config_stats(p.rows))  # the screens are no seeds
     assert p.accounts.spent_usd() == pytest.approx(sum(metrics(r).usd for r in ends))  # and billed
+
+
+def test_the_progress_says_the_screen_runs(tmp_path: Path) -> None:
+    seen = []
+    cfg = screen_cfg(tmp_path, **{"budget.max_trials": 1, "search.prune": False})
+    (tmp_path / "run").mkdir()
+    Planner(cfg, tmp_path / "run", inline_pool(), PRICE, "recorded", 0.02, progress=seen.append, poll_s=0.001).run()
+    phases = [s.phase for s in seen]
+    assert phases[0] == "screen" and phases[-1] == "search" and phases == sorted(phases, key=["screen", "search"].index)
+    assert "screening each config's throughput" in plain_line(seen[0])
 
 
 def test_a_resumed_study_does_not_screen_again_and_goes_on_with_the_search(tmp_path: Path) -> None:
