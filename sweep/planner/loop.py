@@ -192,18 +192,19 @@ class Planner:
             budget_usd=self.accounts.budget_usd(),
             states={str(getattr(state, "value", state)): n for state, n in self.state_counts().items()},
             stopping=self.phase.why,
-            phase=(
-                "confirm"
-                if self.phase.work is Phase.CONFIRMATION
-                else "screen"
-                if any(run.phase == "screen" for run in self.running.values())
-                else "search"
-            ),
+            phase=self._shown_phase(),
             best=best_so_far(self.rows),
             running=tuple(
                 trial_status(n, run.config, run.params, run.rows, price) for n, run in sorted(self.running.items())
             ),
         )
+
+    def _shown_phase(self) -> str:
+        """What the study is doing, for the progress display: 'confirm', 'screen' while screen trials run, else
+        'search'."""
+        if self.phase.work is Phase.CONFIRMATION:
+            return "confirm"
+        return "screen" if any(run.phase == "screen" for run in self.running.values()) else "search"
 
     def _over(self, study: Any) -> bool:
         """With nothing running: whether the study has ended; a drained search moves on to the confirmation."""
@@ -332,11 +333,12 @@ class Planner:
     def _baseline_due(self) -> bool:
         """With ``budget.runs`` the study runs the baseline first: its cost to target prices the budget in baseline
         runs, and the trial is one of the baseline's seeds, which the confirmation runs anyway. Due while no trial of
-        the baseline has run or runs (one the study's end stopped runs again)."""
+        the baseline has run or runs (one the study's end stopped runs again; a screen of its config is none)."""
         if self.cfg.budget.runs is None or self.baseline_params is None:
             return False
         base = TrialParams.identity(self.baseline_params)
-        ran = [r for t, r in self._dispatched().items() if t not in self.unrun and not r.by_study]
+        dispatched = self._dispatched().items()
+        ran = [r for t, r in dispatched if t not in self.unrun and not r.by_study and r.phase not in THROUGHPUT_PHASES]
         return not any(TrialParams.identity(r.params) == base for r in ran)
 
     def _run_baseline(self, study: Any) -> bool:

@@ -9,8 +9,8 @@ import pytest
 
 from sweep.analysis.evidence import config_stats
 from sweep.backends.replay import replay_trial
-from sweep.contract import CONTINUE, SCREEN_ITERATIONS, TrialConfig
-from sweep.ledger import LedgerView, metrics
+from sweep.contract import CONTINUE, SCREEN_END, SCREEN_ITERATIONS, TrialConfig
+from sweep.ledger import LedgerView, LedgerWriter, metrics
 from sweep.params import TrialParams
 from sweep.planner import acquisition, space
 from sweep.planner.loop import Planner
@@ -82,6 +82,17 @@ def test_a_resumed_study_does_not_screen_again_and_goes_on_with_the_search(tmp_p
     again.run()
     ends = [r for _, r in sorted(LedgerView.of(again.rows).last.items()) if r.ran]
     assert [r.phase for r in ends] == ["screen"] * 4 + ["search"] * 2
+
+
+def test_a_screen_of_the_baseline_config_is_no_run_of_the_baseline(tmp_path: Path) -> None:
+    base = {"num_envs": 128, "num_steps_per_env": 8, "num_mini_batches": 4, "mode": "sweep"}
+    run = tmp_path / "run"
+    run.mkdir()
+    with LedgerWriter(run / "ledger.jsonl") as ledger:
+        state, cause, reason = SCREEN_END
+        ledger.append(ledger_row(0, state, base, 5, 5120, 1.0, phase="screen", cause=cause, reason=reason))
+    cfg = screen_cfg(tmp_path, **{"budget.runs": 8.0, "confirm.seeds": 2, "confirm.baseline": base})
+    assert planner(cfg, run)._baseline_due()  # what prices budget.runs has still to run
 
 
 def test_throughputs_are_each_configs_screen_trials_mean() -> None:
