@@ -18,7 +18,8 @@ exact flags held on, as the probes leave them: ``--held flags.buffer_donation=tr
 - the screen's cost: every config's first stretch (what the table recorded: its first checkpoint) in baseline runs,
   and the one-time seconds of a shape new to a worker that it would add (the median over recordings that paid one).
 
-It reads recordings only: no study is replayed, and nothing here is what the planner does (yet).
+It reads recordings only: no study is replayed. The planner's own screen (``search.screen``) is measured by
+``search_efficiency.py --screen``; it fits a Gaussian process with a trend, not this script's two slopes.
 
     python benchmarks/throughput_screen.py benchmarks/data/h200_grid3.json
 """
