@@ -258,9 +258,10 @@ class Row(Progress):
     recorded) has the one its state and reason say (:func:`recorded_cause`)."""
     seed: int = 0
     phase: str = "search"
-    """Which phase of the study the trial belongs to (:data:`sweep.contract.STUDY_PHASES`): 'search' (the planner
-    exploring), 'probe' (a throughput probe of an exact flag) or 'confirm' (a finalist re-run on a further training
-    seed); rows written before phases existed read as 'search'."""
+    """Which phase of the study the trial belongs to (:data:`sweep.contract.STUDY_PHASES`): 'screen' (a config's
+    throughput over a few iterations, ``search.screen``), 'search' (the planner exploring), 'probe' (a throughput
+    probe of an exact flag) or 'confirm' (a finalist re-run on a further training seed); rows written before phases
+    existed read as 'search'."""
     baseline: bool = False
     """The trial ran the study's baseline config (what the recommendation is compared with)."""
     piece: int = 0
