@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from sweep.contract import TrialState
-from sweep.ledger import Row, metrics
+from sweep.ledger import LedgerView, Row, metrics
 from sweep.params import TrialParams
 
 #: Ended search trials needed before the model proposes (before: the Optuna sampler's random proposals).
@@ -79,9 +79,8 @@ def evidence(rows: Iterable[Row], skip: set[int], target: float) -> list[tuple[d
 def throughputs(rows: Iterable[Row]) -> dict[tuple, float]:
     """Config identity (:meth:`~sweep.params.TrialParams.identity`) -> mean env steps per training second over the
     ended screen trials (``phase='screen'``) of the ledger ``rows`` that measured any."""
-    ends = {r.trial: r for r in rows}
     by_config: dict[tuple, list[float]] = {}
-    for r in ends.values():
+    for r in LedgerView.of(rows).last.values():
         sps = metrics(r).throughput_sps
         if r.phase == "screen" and r.ended and sps > 0:
             by_config.setdefault(TrialParams.identity(r.params), []).append(sps)

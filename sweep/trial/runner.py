@@ -247,6 +247,7 @@ def compile_training(built: Built) -> None:
 def train(cfg: TrialConfig, built: Built, clock: PhaseClock, log: TrialLog) -> Row:
     """Train in rounds of ``eval_every`` iterations; after each, evaluate, checkpoint, send a row, obey the answer."""
     steps_per_iter = cfg.num_envs * cfg.num_steps_per_env
+    measured = throughput_end(cfg.phase)  # a throughput probe or screen: one round of training, nothing else
     while True:
         # The cap is checked after every iteration, so a trial overruns it by at most one iteration.
         n_iters = built.trainer(cfg.eval_every, lambda: cap_reached(cfg, clock.billable_s(), clock.seconds) is not None)
@@ -259,8 +260,7 @@ def train(cfg: TrialConfig, built: Built, clock: PhaseClock, log: TrialLog) -> R
             train_success=getattr(built.trainer, "train_success", lambda: None)(),
             on_track=built.env.on_track_share(ON_TRACK_MIN_STEPS),
         )
-        measured = throughput_end(cfg.phase)
-        if measured is not None:  # a throughput probe or screen measures one round of training, nothing else
+        if measured is not None:
             return log.end(measured)
         broken = perf.nonfinite_parts(built.alg)
         if broken:  # it cannot recover: every later round would be billed for nothing

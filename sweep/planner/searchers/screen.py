@@ -17,6 +17,7 @@ from typing import Any
 
 import sweep.planner.space as space
 import sweep.planner.study_store as study_store
+from sweep.ledger import LedgerView
 from sweep.params import TrialParams
 from sweep.planner.phase import Done, Wait
 from sweep.planner.searchers.base import Proposal, Searcher, SearchView
@@ -59,8 +60,8 @@ class Screen(Searcher):
         if self._points is None:
             points = space.untried_points(view.cfg, set(), view.profile, view.control_dt_s, view.memory_gib, 0)
             self._points = {TrialParams.identity(p): p for p in points}
-        ends = {r.trial: r for r in view.rows}
-        done = {TrialParams.identity(r.params) for r in ends.values() if r.phase == "screen" and not r.by_study}
+        ends = LedgerView.of(view.rows).last.values()
+        done = {TrialParams.identity(r.params) for r in ends if r.phase == "screen" and not r.by_study}
         done |= {TrialParams.identity(run.params) for run in view.running.values() if run.phase == "screen"}
         return [point for key, point in self._points.items() if key not in done]
 
