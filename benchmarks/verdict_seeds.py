@@ -86,21 +86,36 @@ def verdicts(best: list[float], baseline: list[float], ns: list[int], resamples:
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def resampling_parser(doc: str, seeds: str, seeds_help: str, resamples: int) -> argparse.ArgumentParser:
+    """The arguments of the benchmarks that resample a table with held-out recordings (this one and
+    ``yardstick_resolution.py``): the table, the seed counts to try, the target, the tolerance, the resamples."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("table", help="a recorded table with held-out recordings (record_trials.py)")
-    parser.add_argument("--seeds", default="2,3,4,5", help="seeds a side to try, comma-separated (at least 2)")
+    parser.add_argument("--seeds", default=seeds, help=seeds_help)
     parser.add_argument("--target", type=float, default=0.9, help="held-out success the recordings count to")
-    parser.add_argument("--within", type=float, default=0.1, help="the yardstick's tolerance (picks the best config)")
-    parser.add_argument("--resamples", type=int, default=10000)
+    parser.add_argument("--within", type=float, default=0.1, help="the yardstick's tolerance")
+    parser.add_argument("--resamples", type=int, default=resamples)
     parser.add_argument("--rng-seed", type=int, default=0)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def seed_counts(parser: argparse.ArgumentParser, text: str, least: int) -> list[int]:
+    """``--seeds``, comma-separated whole numbers of at least ``least``; else one line from ``parser``."""
     try:
-        ns = [int(s) for s in args.seeds.split(",")]
+        ns = [int(s) for s in text.split(",")]
     except ValueError:
-        parser.error(f"--seeds: whole numbers separated by commas (got {args.seeds!r})")
-    if not ns or min(ns) < 2:
-        parser.error(f"--seeds: each at least 2, the fewest an interval needs (got {args.seeds!r})")
+        parser.error(f"--seeds: whole numbers separated by commas (got {text!r})")
+    if not ns or min(ns) < least:
+        parser.error(f"--seeds: each at least {least} (got {text!r})")
+    return ns
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = resampling_parser(
+        __doc__, "2,3,4,5", "seeds a side to try, comma-separated (at least 2, the fewest an interval needs)", 10000
+    )
+    args = parser.parse_args(argv)
+    ns = seed_counts(parser, args.seeds, 2)
     try:
         best, baseline = sides(load_table(args.table), args.target, args.within)
         found = verdicts(best, baseline, ns, args.resamples, args.rng_seed)

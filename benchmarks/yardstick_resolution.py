@@ -26,7 +26,6 @@ compilation left out); recordings that never reached the target are left out.
 
 from __future__ import annotations
 
-import argparse
 import math
 import random
 import statistics
@@ -37,6 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script or imported by the tests
 
 from search_efficiency import equal_terms_s, record_cost, truth
+from verdict_seeds import resampling_parser, seed_counts
 
 from sweep import perf
 from sweep.backends.replay import HELD_OUT, load_table
@@ -121,20 +121,9 @@ def quartiles(xs: list[float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("table", help="a recorded table with held-out recordings (record_trials.py)")
-    parser.add_argument("--seeds", default="3,6,10,20", help="held-out seeds a config to try, comma-separated")
-    parser.add_argument("--target", type=float, default=0.9, help="held-out success the recordings count to")
-    parser.add_argument("--within", type=float, default=0.1, help="the yardstick's tolerance")
-    parser.add_argument("--resamples", type=int, default=20000)
-    parser.add_argument("--rng-seed", type=int, default=0)
+    parser = resampling_parser(__doc__, "3,6,10,20", "held-out seeds a config to try, comma-separated", 20000)
     args = parser.parse_args(argv)
-    try:
-        ns = [int(s) for s in args.seeds.split(",")]
-    except ValueError:
-        parser.error(f"--seeds: whole numbers separated by commas (got {args.seeds!r})")
-    if not ns or min(ns) < 1:
-        parser.error(f"--seeds: each at least 1 (got {args.seeds!r})")
+    ns = seed_counts(parser, args.seeds, 1)
     try:
         table = load_table(args.table)
         t = truth(table, args.target, args.within)
