@@ -35,13 +35,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script or imported by the tests
 
-from search_efficiency import equal_terms_s, record_cost, truth
-from verdict_seeds import resampling_parser, seed_counts
+from search_efficiency import equal_terms_s, truth
+from verdict_seeds import log_costs, pooled_sigma, resampling_parser, seed_counts
 
 from sweep import perf
 from sweep.backends.replay import HELD_OUT, load_table
 from sweep.errors import SweepError
-from sweep.params import TrialParams
 
 
 def gap_shares(record: dict[str, Any], target: float) -> tuple[float, float] | None:
@@ -58,27 +57,6 @@ def gap_shares(record: dict[str, Any], target: float) -> tuple[float, float] | N
         if success is not None:
             evaluated = at
     return None
-
-
-def log_costs(table: dict[str, Any], target: float) -> dict[tuple, list[float]]:
-    """Log cost to the target (equal-terms seconds) of every recording that reached, replayed and held-out, by config
-    (the baseline's too, under its own key)."""
-    out: dict[tuple, list[float]] = {}
-    for record in [*table["trials"], *table.get(HELD_OUT, [])]:
-        cost, reached = record_cost(record, target)
-        if reached and cost > 0:
-            out.setdefault(TrialParams.identity(record["params"]), []).append(math.log(cost))
-    return out
-
-
-def pooled_sigma(logs: dict[tuple, list[float]]) -> float:
-    """The spread of log cost within a config, pooled over configs with two or more recordings."""
-    spread = [(v, statistics.fmean(v)) for v in logs.values() if len(v) > 1]
-    squares = sum((x - mean) ** 2 for v, mean in spread for x in v)
-    dof = sum(len(v) - 1 for v, _ in spread)
-    if dof == 0:
-        raise ValueError("no config with two recordings that reached: no spread to pool")
-    return math.sqrt(squares / dof)
 
 
 def learning_key(key: tuple) -> tuple:

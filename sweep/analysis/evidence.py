@@ -52,9 +52,10 @@ RANKING_RULE = (
 #: How the recommendation is compared with the baseline.
 VS_BASELINE_RULE = (
     "ratio of the mean USD to target on equal terms, recommended / baseline (one-time start-up and compilation left "
-    "out of both); 95% interval by the delta method on the log of each mean with Welch-Satterthwaite degrees of "
-    "freedom, each config's seeds taken as independent samples (confirmation gives both the same seeds, their search "
-    "seeds differ); no interval with fewer than 2 seeds on either side"
+    "out of both); 95% interval by the delta method on the log of each mean, the two sides' coefficient of variation "
+    "pooled (Student's degrees of freedom, the seeds of both less 2), each config's seeds taken as independent "
+    "samples (confirmation gives both the same seeds, their search seeds differ); no interval with fewer than 2 seeds "
+    "on either side"
 )
 
 
@@ -282,8 +283,11 @@ def payback(rec: Recommendation, study_usd: float) -> Payback:
 
 
 def ratio_interval(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float | None, float | None, float | None]:
-    """(ratio, lo, hi): mean(a) / mean(b) with its 95% interval by the delta method on log means (Welch-Satterthwaite
-    degrees of freedom, samples independent); no interval with fewer than 2 values on either side."""
+    """(ratio, lo, hi): mean(a) / mean(b) with its 95% interval by the delta method on log means, the two sides'
+    coefficient of variation pooled (Student's degrees of freedom, ``len(a) + len(b) - 2``; samples independent); no
+    interval with fewer than 2 values on either side. Pooling assumes one spread of log cost for both sides, which
+    the recorded seeds bear out (docs/decisions/0025-pooled-verdict.md); Welch's unpooled interval is the wider one
+    at 2-3 seeds a side, more than 95% of the time around the true ratio."""
     if not a or not b:
         return None, None, None
     ma, mb = sum(a) / len(a), sum(b) / len(b)
@@ -292,13 +296,9 @@ def ratio_interval(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float | 
     ratio = ma / mb
     if len(a) < 2 or len(b) < 2:
         return ratio, None, None
-    va = sum((x - ma) ** 2 for x in a) / (len(a) - 1) / (len(a) * ma**2)  # var of log(mean a), to first order
-    vb = sum((x - mb) ** 2 for x in b) / (len(b) - 1) / (len(b) * mb**2)
-    se = math.sqrt(va + vb)
-    if se == 0:
-        return ratio, ratio, ratio
-    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-    half = t975(max(1, math.floor(df))) * se
+    dof = len(a) + len(b) - 2
+    cv2 = (sum((x - ma) ** 2 for x in a) / ma**2 + sum((x - mb) ** 2 for x in b) / mb**2) / dof
+    half = t975(dof) * math.sqrt(cv2 * (1 / len(a) + 1 / len(b)))  # the sd of log(mean a / mean b), to first order
     return ratio, ratio * math.exp(-half), ratio * math.exp(half)
 
 
