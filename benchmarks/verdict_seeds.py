@@ -162,7 +162,8 @@ def coverage(sd_best: float, sd_base: float, ratio: float, ns: list[int], draws:
             for name, (lo, hi) in (("pooled", ratio_interval(a, b)[1:]), ("welch", welch_interval(a, b))):
                 held[name] += lo <= ratio <= hi
                 decided[name] += hi < 1.0
-        out.append(Coverage(n, *(held[k] / draws for k in held), *(decided[k] / draws for k in decided)))
+        share = {k: v / draws for k, v in held.items()}
+        out.append(Coverage(n, share["pooled"], share["welch"], decided["pooled"] / draws, decided["welch"] / draws))
     return out
 
 

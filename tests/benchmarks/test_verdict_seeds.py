@@ -35,3 +35,18 @@ def test_too_few_recordings_to_resample_are_refused() -> None:
     bench = benchmark("verdict_seeds")
     with pytest.raises(ValueError, match="too few recordings"):
         bench.verdicts([10.0], [20.0, 21.0], [2], 10, 0)
+
+
+def test_welchs_interval_is_the_one_the_verdict_used_before() -> None:
+    bench = benchmark("verdict_seeds")
+    lo, hi = bench.welch_interval((10.0, 11.0), (28.0, 30.0))
+    assert (round(lo, 2), round(hi, 2)) == (0.17, 0.76)  # one degree of freedom; the pooled interval: 0.28-0.47
+
+
+def test_coverage_at_one_spread_pooled_near_95_percent_and_welch_wider() -> None:
+    bench = benchmark("verdict_seeds")
+    [two] = bench.coverage(0.16, 0.16, 0.6, [2], 3000, 0)
+    assert two.n == 2 and 0.93 < two.pooled < 0.97 and two.welch > 0.98  # Welch's floor(df) of about 1
+    assert two.pooled_decided > two.welch_decided
+    [far] = bench.coverage(0.05, 0.05, 0.3, [3], 500, 0)
+    assert far.pooled_decided == far.welch_decided == 1.0  # far apart and tight: both always decided
