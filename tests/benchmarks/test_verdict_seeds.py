@@ -3,6 +3,7 @@ before it lies below 1, and what those seeds cost in baseline runs."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,11 @@ def test_coverage_at_one_spread_pooled_near_95_percent_and_welch_wider() -> None
     assert two.pooled_decided > two.welch_decided
     [far] = bench.coverage(0.05, 0.05, 0.3, [3], 500, 0)
     assert far.pooled_decided == far.welch_decided == 1.0  # far apart and tight: both always decided
+
+
+def test_the_spread_is_pooled_over_configs_with_two_recordings_or_more() -> None:
+    bench = benchmark("verdict_seeds")
+    logs = {"a": [0.0, 2.0], "b": [1.0, 1.0, 4.0], "c": [9.0]}
+    assert bench.pooled_sigma(logs) == pytest.approx(math.sqrt((1 + 1 + 1 + 1 + 4) / 3))
+    with pytest.raises(ValueError, match="no spread"):
+        bench.pooled_sigma({"a": [1.0], "b": [2.0]})

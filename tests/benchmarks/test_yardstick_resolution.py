@@ -1,9 +1,8 @@
 """benchmarks/yardstick_resolution.py: how finely the search-efficiency yardstick can judge a recommendation (where a
-recording crossed the target, the spread within a config, exact-flag twins and the ceiling of a truth of n seeds)."""
+recording crossed the target, exact-flag twins and the ceiling of a truth of n seeds)."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pytest
@@ -21,14 +20,6 @@ def test_the_crossing_lies_after_the_checkpoint_before_and_after_the_last_pass_e
     assert bench.gap_shares({"curve": curve[:3]}, 0.9) is None  # never reached
     first = [{"billable_s": 8.0, "phases_s": {"compile": 3.0}, "success": 0.95}]  # compilation left out
     assert bench.gap_shares({"curve": first}, 0.9) == pytest.approx((1.0, 1.0))
-
-
-def test_the_spread_is_pooled_over_configs_with_two_recordings_or_more() -> None:
-    bench = benchmark("yardstick_resolution")
-    logs = {"a": [0.0, 2.0], "b": [1.0, 1.0, 4.0], "c": [9.0]}
-    assert bench.pooled_sigma(logs) == pytest.approx(math.sqrt((1 + 1 + 1 + 1 + 4) / 3))
-    with pytest.raises(ValueError, match="no spread"):
-        bench.pooled_sigma({"a": [1.0], "b": [2.0]})
 
 
 def test_twins_differ_only_in_exact_flags() -> None:
