@@ -172,6 +172,7 @@ def test_a_value_in_the_space_file_starts_the_run_or_is_refused_in_one_line(key:
 @example(key="out", raw="00")  # a folder named 00, not the number 0
 @example(key="out", raw="x" * 300)  # a name the filesystem refuses
 @example(key="space", raw="x" * 300)
+@example(key="search.prior", raw="x" * 300)  # a run folder the filesystem refuses to look up
 def test_a_value_on_the_command_line_starts_the_run_or_is_refused_in_one_line(key: str, raw: str) -> None:
     assume(not (key == "out" and raw.strip().startswith(("/", "~"))))  # a folder outside this test's own
     check(key, [f"{key}={raw}"])
