@@ -7,7 +7,8 @@
 # The recorder runs in its own process session, outlives the call that started it, starts no trial that could end
 # past <seconds>, and resumes from its .jsonl (the committed one, as the first call brings it), so a later session
 # goes on where this one stopped. Every call copies the recording (.json, .jsonl) and the console log to $OUT; here,
-# copy them over benchmarks/data/ (the .jsonl only grows) and merge (the README's command).
+# copy them over benchmarks/data/ (the .jsonl only grows) and merge (the README's command). SEEDS (default 4,5,6):
+# the held-out training seeds to record, e.g. SEEDS=7,8,9 for a truth of six seeds a config once 4-6 are in.
 set -u
 . "$(dirname "$0")/detached.sh"
 OUT=${OUT:-/tmp/out}
@@ -26,7 +27,7 @@ case "$what" in
     detached_start "$PID" "$LOG" env GIT_PYTHON_REFRESH=quiet PYTHONPATH=/tmp/site:$PWD \
       XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 \
       python benchmarks/record_trials.py grid --configs 4096x24:stock --top 16 --from benchmarks/data/h200_grid3.json \
-      --held-out --seeds 4,5,6 --cap-s 90 --stepped-passes --stop-after-s "$limit" --out "benchmarks/data/$NAME.json" ;;
+      --held-out --seeds "${SEEDS:-4,5,6}" --cap-s 90 --stepped-passes --stop-after-s "$limit" --out "benchmarks/data/$NAME.json" ;;
   follow)
     detached_follow "$PID" "$limit" ;;
   *)
