@@ -27,7 +27,8 @@ case "$what" in
     detached_start "$PID" "$LOG" env GIT_PYTHON_REFRESH=quiet PYTHONPATH=/tmp/site:$PWD \
       XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 \
       python benchmarks/record_trials.py grid --configs 4096x24:stock --top 16 --from benchmarks/data/h200_grid3.json \
-      --held-out --seeds "${SEEDS:-4,5,6}" --cap-s 90 --stepped-passes --stop-after-s "$limit" --out "benchmarks/data/$NAME.json" ;;
+      --held-out --seeds "${SEEDS:-4,5,6}" --cap-s 90 --stepped-passes --stop-after-s "$limit" \
+      --out "benchmarks/data/$NAME.json" ;;
   follow)
     detached_follow "$PID" "$limit" ;;
   *)
