@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
 from sweep.config import KNOB_NAMES, Confirm, RunConfig
+from sweep.config.compose import is_file
 from sweep.config.searchers import searcher_target
 from sweep.errors import ConfigError
 from sweep.params import flag_name
@@ -233,14 +234,6 @@ def _validate_success_rule(cfg: RunConfig, backend: Any) -> None:
             )
 
 
-def _holds_ledger(folder: str) -> bool:
-    """Whether ``folder`` holds a ``ledger.jsonl``; a name the filesystem refuses (too long, ...) holds none."""
-    try:
-        return (Path(folder).expanduser() / "ledger.jsonl").is_file()
-    except OSError:
-        return False
-
-
 def _validate(cfg: RunConfig) -> RunConfig:
     from sweep import perf
     from sweep.backends import get_backend
@@ -284,7 +277,7 @@ def _validate(cfg: RunConfig) -> RunConfig:
     for key, value in positive.items():
         if not value > 0:
             raise ConfigError(f"{where}: {key}: must be > 0 (got {value})")
-    if cfg.search.prior and not _holds_ledger(cfg.search.prior):
+    if cfg.search.prior and not is_file(Path(cfg.search.prior).expanduser() / "ledger.jsonl"):
         raise ConfigError(
             f"{where}: search.prior: {cfg.search.prior} holds no ledger.jsonl; give the run folder of an earlier "
             "study of the same task (reports/<run_id>)"
